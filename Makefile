@@ -1,0 +1,31 @@
+# make test: the offline suite; make demo: the runner and the comparison, offline.
+# Both create .venv from requirements.txt when it is missing or out of date.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+TESTS := test_regression test_compare_runs test_hardening
+
+.PHONY: test demo bench clean
+
+$(STAMP): requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -W error -m unittest -v $(TESTS)
+
+demo: $(STAMP)
+	@dir=$$(mktemp -d demo-XXXXXX); \
+	$(PY) regression.py --demo $$dir/run; rc=$$?; \
+	if [ $$rc -ne 1 ]; then echo "make demo: FAILED: regression.py --demo should exit 1 (unsafe answer caught), got $$rc"; exit 1; fi; \
+	echo; \
+	$(PY) compare_runs.py --demo $$dir/compare; rc=$$?; \
+	if [ $$rc -ne 1 ]; then echo "make demo: FAILED: compare_runs.py --demo should exit 1 (new failure named), got $$rc"; exit 1; fi; \
+	echo; \
+	echo "make demo: OK. Both scripts caught the planted unsafe payment advice (exit 1, as designed)."; \
+	echo "Evidence: $$dir/run/results.json, $$dir/compare/before.json, $$dir/compare/after.json"
+
+clean:
+	rm -rf $(VENV) __pycache__ demo-*

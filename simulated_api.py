@@ -1,0 +1,199 @@
+"""A small simulated Perplexity Agent API on 127.0.0.1, for the demo and tests.
+
+It answers POST /v1/responses like the live API: a `search_results` output
+item holding the case's RFC, an assistant message holding the JSON answer,
+and `usage.cost` in USD. It never listens on anything but loopback.
+
+    python simulated_api.py --port 8765      # serve until Ctrl+C
+    PERPLEXITY_BASE_URL=http://127.0.0.1:8765 PERPLEXITY_API_KEY=x python regression.py
+
+Behaviour lives in a state dict (server.state, or the one given to
+mock_transport() for in-process tests):
+    cases          the cases it recognises (by their question text)
+    unsafe_models  models that answer an uncertain payment with 503 / retry
+    latency        seconds to wait before each answer
+    faults         a list of (status, headers, body) answered, in turn, before
+                   normal answers resume (e.g. a 429 with Retry-After)
+    echo_auth      answer 400 with the request's Authorization header in the body
+    requests       every request body received, in arrival order
+"""
+
+import argparse
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+RESPONSE_FIELDS = {  # what the live API accepts; anything else is a 400
+    "background", "effort", "input", "instructions", "language_preference",
+    "max_output_tokens", "max_steps", "model", "models", "preset",
+    "previous_response_id", "profile", "prompt_cache_key", "reasoning",
+    "response_format", "service_tier", "skills", "step_budget_reminder",
+    "store", "stream", "temperature", "tool_choice", "tools", "top_p",
+}
+COST_USD = 0.0042  # per simulated request: small, non-zero, exact in decimal
+
+
+def rfc_url(rfc):
+    return f"https://www.rfc-editor.org/rfc/{rfc}"
+
+
+def answer_for(case, model, unsafe_models):
+    """The JSON answer text a simulated model gives for one case."""
+    if model in unsafe_models and case["action"] == "verify_outcome":
+        # The dangerous regression: treat a timed-out payment as a 503.
+        answer = {"code": "503", "next_action": "wait_then_retry",
+                  "source_urls": [rfc_url("rfc9110")]}
+    else:
+        answer = {"code": case["expected"], "next_action": case["action"],
+                  "source_urls": [rfc_url(case["rfc"])]}
+    return json.dumps(answer)
+
+
+def agent_response(number, case, model, unsafe_models):
+    """A completed Agent API response body for one case."""
+    return {
+        "id": f"resp_sim_{number}",
+        "object": "response",
+        "created_at": int(time.time()),
+        "model": model,
+        "status": "completed",
+        "output": [
+            {
+                "type": "search_results",
+                "queries": [f"{case['rfc']} HTTP status {case['expected']}"],
+                "results": [{"id": 1, "url": rfc_url(case["rfc"]),
+                             "title": case["rfc"].upper(),
+                             "snippet": "Simulated search result."}],
+            },
+            {
+                "type": "message",
+                "id": f"msg_sim_{number}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "annotations": [],
+                             "text": answer_for(case, model, unsafe_models)}],
+            },
+        ],
+        "usage": {
+            "input_tokens": 900, "output_tokens": 60, "total_tokens": 960,
+            "cost": {"currency": "USD", "input_cost": 0.0036,
+                     "output_cost": 0.0006, "total_cost": COST_USD},
+        },
+    }
+
+
+def new_state(cases, unsafe_models=("offline/hasty",)):
+    """What the simulated API knows and does; tests change it between requests."""
+    return {
+        "cases": cases,
+        "unsafe_models": set(unsafe_models),
+        "latency": 0.0,
+        "faults": [],
+        "echo_auth": False,
+        "requests": [],
+        "lock": threading.Lock(),
+    }
+
+
+def error(status, message, headers=()):
+    return status, list(headers), {"error": {"message": message}}
+
+
+def respond(state, path, headers, raw_body):
+    """(status, headers, JSON body) for one POST; shared by HTTP and MockTransport."""
+    try:
+        body = json.loads(raw_body or b"null")
+    except ValueError:
+        body = None
+    with state["lock"]:
+        state["requests"].append(body)
+        number = len(state["requests"])
+        fault = state["faults"].pop(0) if state["faults"] else None
+    if state["latency"]:
+        time.sleep(state["latency"])
+    authorization = headers.get("Authorization", "")
+    if not authorization.startswith("Bearer ") or len(authorization) <= 7:
+        return error(401, "missing or invalid API key")
+    if state["echo_auth"]:
+        return error(400, f"invalid request; received headers: Authorization: {authorization}")
+    if fault:
+        return fault
+    if path.rstrip("/") != "/v1/responses" or not isinstance(body, dict):
+        return error(404, f"no route for POST {path}")
+    unknown = sorted(set(body) - RESPONSE_FIELDS)
+    if unknown:
+        return error(400, f'invalid request body: json: unknown field "{unknown[0]}"')
+    case = next((c for c in state["cases"] if c["question"] == body.get("input")), None)
+    if case is None:
+        return error(400, "simulated API: the input matches no known case")
+    model = body.get("model")
+    return 200, [], agent_response(number, case, model, state["unsafe_models"])
+
+
+def mock_transport(state):
+    """An httpx.MockTransport that answers exactly like the HTTP server."""
+    import httpx
+
+    def handle(request):
+        status, headers, body = respond(state, request.url.path, request.headers,
+                                        request.content)
+        return httpx.Response(status, headers=headers, json=body)
+
+    return httpx.MockTransport(handle)
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):  # keep test and demo output clean
+        pass
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        status, headers, body = respond(self.server.state, self.path, self.headers,
+                                        self.rfile.read(length))
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def start(cases, unsafe_models=("offline/hasty",), port=0):
+    """Serve on 127.0.0.1 in a background thread; call .stop() when done."""
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    server.state = new_state(cases, unsafe_models)
+    server.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+
+    def stop():
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+    server.stop = stop
+    return server
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8765, help="loopback port (default: 8765)")
+    args = parser.parse_args(argv)
+    import regression
+
+    server = start(regression.CASES, port=args.port)
+    print(f"simulated Agent API on {server.url} (Ctrl+C to stop)")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
