@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-TESTS := test_regression test_compare_runs test_hardening
+TESTS := test_regression test_compare_runs test_hardening test_concurrency
 
 .PHONY: test demo bench clean
 
@@ -26,6 +26,9 @@ demo: $(STAMP)
 	echo; \
 	echo "make demo: OK. Both scripts caught the planted unsafe payment advice (exit 1, as designed)."; \
 	echo "Evidence: $$dir/run/results.json, $$dir/compare/before.json, $$dir/compare/after.json"
+
+bench: $(STAMP)
+	$(PY) bench.py
 
 clean:
 	rm -rf $(VENV) __pycache__ demo-*

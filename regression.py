@@ -17,13 +17,16 @@ Exit codes:
 """
 
 import argparse
+import contextlib
 import hashlib
 import importlib.metadata
 import json
 import math
 import os
+import queue
 import re
 import sys
+import threading
 import time
 import urllib.parse
 from datetime import datetime, timezone
@@ -150,6 +153,7 @@ FORMAT = {
 MAX_STEPS = 5  # agent steps per request: search, maybe a second search, answer
 MAX_OUTPUT_TOKENS = 4096  # the JSON answer is ~200 tokens; room for reasoning
 TIMEOUT_SECONDS = 180  # per request; a slow agent run takes about a minute
+MAX_JOBS = 32  # requests in flight; more mostly buys rate limits
 MAX_REPEATS = 10  # a run is an observation; more repeats cost money, not truth
 ANSWER_KEYS = {"code": str, "next_action": str, "source_urls": list}
 APPROVED_NETLOCS = {
@@ -271,32 +275,71 @@ def expected_keys(models, repeats, cases=None):
     }
 
 
-def summary(rows, models, repeats, cases=None):
-    """Per-model totals and the run's exit code (0 pass, 1 failed, 2 unknown)."""
-    keys = [(row.get("model"), row.get("case_id"), row.get("repeat")) for row in rows]
-    complete = len(keys) == len(set(keys)) and set(keys) == expected_keys(
-        models, repeats, cases
-    )
-    per_model = {}
-    for model in models:
-        model_rows = [row for row in rows if row.get("model") == model]
-        costs = [row.get("cost_usd") for row in model_rows]
-        per_model[model] = {
-            "passed": sum(1 for row in model_rows if row.get("passed") is True),
-            "total": len(model_rows),
-            "qualified": complete
-            and all(row.get("passed") is True for row in model_rows),
-            "reported_cost_usd": None
-            if None in costs
-            else str(sum((Decimal(cost) for cost in costs), Decimal(0))),
+# summary() is a fold over rows, so that a long run can keep it up to date in
+# constant time per row (main) and still get exactly summary()'s answer.
+
+
+def new_tally(models, repeats, cases=None):
+    """An empty running count for summary_of()."""
+    return {
+        "expected": expected_keys(models, repeats, cases),
+        "seen": set(),
+        "unexpected": 0,  # duplicate keys or keys outside the plan
+        "errors": 0,
+        "failed": 0,
+        "models": {model: {"passed": 0, "total": 0, "cost": Decimal(0),
+                           "cost_known": True} for model in models},
+    }
+
+
+def count_row(tally, row):
+    key = (row.get("model"), row.get("case_id"), row.get("repeat"))
+    try:
+        fresh = key in tally["expected"] and key not in tally["seen"]
+        tally["seen"].add(key)
+    except TypeError:  # an unhashable value in a key: certainly not expected
+        fresh = False
+    tally["unexpected"] += not fresh
+    tally["errors"] += bool(row.get("error"))
+    passed = row.get("passed") is True
+    tally["failed"] += not passed
+    counts = tally["models"].get(row.get("model"))
+    if counts is not None:
+        counts["total"] += 1
+        counts["passed"] += passed
+        cost = row.get("cost_usd")
+        if cost is None:
+            counts["cost_known"] = False
+        else:
+            counts["cost"] += Decimal(cost)
+
+
+def summary_of(tally):
+    complete = not tally["unexpected"] and tally["seen"] == tally["expected"]
+    models = {
+        model: {
+            "passed": counts["passed"],
+            "total": counts["total"],
+            "qualified": complete and counts["passed"] == counts["total"],
+            "reported_cost_usd": str(counts["cost"]) if counts["cost_known"] else None,
         }
-    if not complete or any(row.get("error") for row in rows):
+        for model, counts in tally["models"].items()
+    }
+    if not complete or tally["errors"]:
         exit_code = 2
-    elif any(row.get("passed") is not True for row in rows):
+    elif tally["failed"]:
         exit_code = 1
     else:
         exit_code = 0
-    return {"complete": complete, "models": per_model, "exit_code": exit_code}
+    return {"complete": complete, "models": models, "exit_code": exit_code}
+
+
+def summary(rows, models, repeats, cases=None):
+    """Per-model totals and the run's exit code (0 pass, 1 failed, 2 unknown)."""
+    tally = new_tally(models, repeats, cases)
+    for row in rows:
+        count_row(tally, row)
+    return summary_of(tally)
 
 
 def run_order(models, cases, repeats):
@@ -374,34 +417,151 @@ def run_one(client, case, model):
     return row
 
 
-def create_exclusive(path):
-    """Claim path for a new record; FileExistsError if anything is there."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+# The record on disk. A checkpoint after every row must be atomic (a kill at
+# any instant leaves the previous or the new complete record) and must not
+# cost more as the run grows. Rewriting the whole file each time is atomic but
+# quadratic. So the record lives in two "slot" files beside it, linked in turn
+# at the record's path: a save updates the slot that is *not* linked there, in
+# place, writing only the rows that slot lacks plus the short tail (pending
+# rows, execution, summary), fsyncs it, then links it over the path with one
+# rename. Each row is serialised once. The slots are removed when the run ends.
+
+
+def record_head(fields):
+    """The fixed start of the record text, up to the opening of "runs"."""
+    lines = [f"{json.dumps(key)}: {json.dumps(value)}" for key, value in fields.items()]
+    return ("{\n" + ",\n".join(lines) + ',\n"runs": [').encode()
+
+
+def write_all(fd, data, offset):
+    while data:
+        written = os.pwrite(fd, data, offset)
+        data, offset = data[written:], offset + written
+
+
+def new_slot(checkpoint, number):
+    """A new 0600 file beside the record holding only the record's head."""
+    folder, name = os.path.split(os.path.abspath(checkpoint["path"]))
+    path = os.path.join(folder, f".{name}.{os.getpid()}.slot{number}")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     os.fchmod(fd, 0o600)  # whatever the umask: the record holds paid answers
-    return fd
+    write_all(fd, checkpoint["head"], 0)
+    slot = {"path": path, "fd": fd, "rows": 0, "offset": len(checkpoint["head"])}
+    checkpoint["slots"].append(slot)
+    return slot
 
 
-def write_record(path, record, fd=None):
-    """Replace the record atomically: temp file, fsync, rename over path."""
-    text = json.dumps(record, indent=2) + "\n"
-    directory = os.path.dirname(os.path.abspath(path))
-    if fd is None:
-        temp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.fchmod(fd, 0o600)
-    else:
-        temp = None
+def fill_slot(checkpoint, slot, tail):
+    """Bring a slot up to date: the rows it lacks, pending rows, then the tail."""
+    prefix, pending = checkpoint["prefix"], checkpoint["pending"]
+    fresh = b"".join(prefix[slot["rows"]:])
+    parts, position = [fresh], len(prefix)
+    for index in sorted(pending):  # finished early, out of order: at most --jobs
+        parts.append((b",\n" if position else b"\n") + pending[index])
+        position += 1
+    lines = [f"{json.dumps(key)}: {json.dumps(value)}" for key, value in tail.items()]
+    parts.append(("\n],\n" + ",\n".join(lines) + "\n}\n").encode())
+    data = b"".join(parts)
+    write_all(slot["fd"], data, slot["offset"])
+    os.ftruncate(slot["fd"], slot["offset"] + len(data))
+    os.fsync(slot["fd"])
+    slot["rows"], slot["offset"] = len(prefix), slot["offset"] + len(fresh)
+
+
+def link_over(source, path):
+    """Make path name source's file in one atomic rename."""
+    temp = source + ".link"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temp)  # left by a save that failed between link and rename
+    os.link(source, temp)
+    os.replace(temp, path)
+
+
+def sync_folder(path):
+    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if temp:
-            os.replace(temp, path)
+        os.fsync(fd)  # the rename itself must survive a power cut
+    finally:
+        os.close(fd)
+
+
+def open_record(path, head, tail, replace=False):
+    """Start the record at path with no rows; exclusive unless replace."""
+    checkpoint = {"path": path, "head": record_head(head), "prefix": [],
+                  "pending": {}, "slots": [], "live": 0}
+    try:
+        slot = new_slot(checkpoint, 0)
+        fill_slot(checkpoint, slot, tail)
+        if replace:
+            link_over(slot["path"], path)
+        else:
+            os.link(slot["path"], path)  # FileExistsError: never overwrite
+        sync_folder(path)
     except BaseException:
-        if temp and os.path.exists(temp):
-            os.unlink(temp)
+        close_record(checkpoint)
         raise
+    return checkpoint
+
+
+def add_row(checkpoint, index, row):
+    """Serialise a finished row once; index is its place in the saved order."""
+    prefix, pending = checkpoint["prefix"], checkpoint["pending"]
+    pending[index] = json.dumps(row).encode()
+    while len(prefix) in pending:
+        prefix.append((b",\n" if prefix else b"\n") + pending.pop(len(prefix)))
+
+
+def save_record(checkpoint, tail):
+    """Checkpoint every row added so far, atomically."""
+    target = 1 - checkpoint["live"]
+    slots = checkpoint["slots"]
+    slot = slots[target] if len(slots) > target else new_slot(checkpoint, target)
+    fill_slot(checkpoint, slot, tail)
+    link_over(slot["path"], checkpoint["path"])
+    checkpoint["live"] = target  # from here on, never write this slot in place
+    sync_folder(checkpoint["path"])
+
+
+def close_record(checkpoint):
+    """Drop the slot files; the record's path keeps the last saved one."""
+    for slot in checkpoint["slots"]:
+        os.close(slot["fd"])
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(slot["path"])
+    checkpoint["slots"] = []
+
+
+def run_plan(client, plan, jobs, on_row):
+    """Run plan entries, at most `jobs` requests in flight over one client.
+
+    on_row(index, row) runs in this thread as each request finishes, in
+    whatever order they finish, and returns False to stop new starts; requests
+    already in flight still finish and reach on_row.
+    """
+    finished = queue.Queue()
+
+    def work(index, repeat, case, model):
+        try:
+            finished.put((index, {"repeat": repeat, **run_one(client, case, model)}))
+        except BaseException as exc:  # Ctrl+C inside a request: re-raised below
+            finished.put((index, exc))
+
+    next_index, in_flight, starting = 0, 0, True
+    while True:
+        while starting and in_flight < jobs and next_index < len(plan):
+            work_args = (next_index, *plan[next_index])
+            if jobs == 1:
+                work(*work_args)  # in this thread, exactly as SPEC Part A runs
+            else:
+                threading.Thread(target=work, args=work_args, daemon=True).start()
+            next_index, in_flight = next_index + 1, in_flight + 1
+        if not in_flight:
+            return
+        index, row = finished.get()
+        in_flight -= 1
+        if isinstance(row, BaseException):
+            raise row
+        starting = on_row(index, row) and starting
 
 
 def code_sha256():
@@ -440,6 +600,11 @@ def parse_args(argv):
         "(default: results.json)",
     )
     parser.add_argument(
+        "--jobs", type=int, default=1, metavar="N",
+        help=f"requests in flight at once, 1..{MAX_JOBS}; the saved order is the "
+        "same for any N (default: 1)",
+    )
+    parser.add_argument(
         "--demo", metavar="NEW_DIR",
         help="run offline against a simulated API and write NEW_DIR/results.json "
         "(no key needed, data is synthetic)",
@@ -450,6 +615,8 @@ def parse_args(argv):
         parser.error(f"duplicate model in --models: {', '.join(duplicates)}")
     if not 1 <= args.repeats <= MAX_REPEATS:
         parser.error(f"--repeats must be 1..{MAX_REPEATS}, got {args.repeats}")
+    if not 1 <= args.jobs <= MAX_JOBS:
+        parser.error(f"--jobs must be 1..{MAX_JOBS}, got {args.jobs}")
     if args.demo is not None:
         if args.models != MODELS or args.out != "results.json":
             parser.error("--demo uses its own models and writes NEW_DIR/results.json; "
@@ -469,17 +636,7 @@ def main(argv=None):
         models = DEMO_MODELS
         os.makedirs(args.demo)
         out = os.path.join(args.demo, "results.json")
-    try:
-        fd = create_exclusive(out)
-    except FileExistsError:
-        print(f"regression.py: error: {out} already exists; choose a new --out path "
-              "(nothing was sent, the file is untouched)", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"regression.py: error: cannot create {out}: {exc.strerror}; "
-              "choose a writable --out path", file=sys.stderr)
-        return 2
-    record = {
+    head = {
         "created_at": datetime.now(timezone.utc).isoformat(),
         "config": {
             "models": models,
@@ -494,12 +651,29 @@ def main(argv=None):
         },
         "sdk_version": sdk_version(),
         "code_sha256": code_sha256(),
-        "runs": [],
-        "summary": summary([], models, repeats, cases),
     }
+    if args.demo is not None:
+        head["evidence"] = "synthetic"
+    # Settings that cannot change an answer live outside config, so runs made
+    # with different settings still compare.
+    execution = {"jobs": args.jobs}
+    tally = new_tally(models, repeats, cases)
+
+    def tail():
+        return {"execution": execution, "summary": summary_of(tally)}
+
+    try:
+        checkpoint = open_record(out, head, tail())
+    except FileExistsError:
+        print(f"regression.py: error: {out} already exists; choose a new --out path "
+              "(nothing was sent, the file is untouched)", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"regression.py: error: cannot create {out}: {exc.strerror}; "
+              "choose a writable --out path", file=sys.stderr)
+        return 2
     server = None
     if args.demo is not None:
-        record["evidence"] = "synthetic"
         import simulated_api  # only the demo needs the offline server
 
         server = simulated_api.start(cases)
@@ -511,27 +685,36 @@ def main(argv=None):
               "models; every answer below is synthetic.")
     else:
         client = Perplexity(max_retries=0, timeout=TIMEOUT_SECONDS)
-    rows = record["runs"]
+
+    def on_row(index, row):
+        count_row(tally, row)
+        add_row(checkpoint, index, row)
+        save_record(checkpoint, tail())
+        print(row_line(row), flush=True)
+        if row["error"]:
+            print(f"Stopped after an execution error; the record is in {out}. "
+                  "Fix the cause shown above and run again.", file=sys.stderr)
+            return False
+        return True
+
     try:
-        write_record(out, record, fd)
-        for repeat, case, model in run_order(models, cases, repeats):
-            row = {"repeat": repeat, **run_one(client, case, model)}
-            rows.append(row)
-            record["summary"] = summary(rows, models, repeats, cases)
-            write_record(out, record)
-            print(row_line(row), flush=True)
-            if row["error"]:
-                print(f"Stopped after an execution error; the record is in {out}. "
-                      "Fix the cause shown above and run again.", file=sys.stderr)
-                break
+        run_plan(client, run_order(models, cases, repeats), args.jobs, on_row)
     finally:
-        record["summary"] = summary(rows, models, repeats, cases)
-        write_record(out, record)
-        if server is not None:
-            server.stop()
-    print(json.dumps(record["summary"], indent=2))
-    return record["summary"]["exit_code"]
+        try:
+            save_record(checkpoint, tail())
+        finally:
+            close_record(checkpoint)
+            if server is not None:
+                server.stop()
+    result = summary_of(tally)
+    print(json.dumps(result, indent=2))
+    return result["exit_code"]
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        exit_code = main()
+    except BrokenPipeError:  # e.g. piped into `head`: the record is saved
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        exit_code = 2
+    raise SystemExit(exit_code)

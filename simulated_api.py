@@ -19,6 +19,7 @@ mock_transport() for in-process tests):
 """
 
 import argparse
+import contextlib
 import json
 import threading
 import time
@@ -158,7 +159,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        with contextlib.suppress(ConnectionError):  # the client was killed: fine
+            self.wfile.write(data)
 
 
 def start(cases, unsafe_models=("offline/hasty",), port=0):
