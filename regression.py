@@ -18,16 +18,20 @@ Exit codes:
 
 import argparse
 import contextlib
+import email.utils
 import hashlib
 import importlib.metadata
 import json
 import math
 import os
 import queue
+import random
 import re
+import signal
 import sys
 import threading
 import time
+import types
 import urllib.parse
 from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
@@ -162,6 +166,13 @@ APPROVED_NETLOCS = {
     for port in ("", ":443")
 }
 RFC_PATH = re.compile(r"/rfc/(rfc[0-9]+)(?:\.html|\.txt)?/?")
+RETRY_STATUSES = (429, 503)  # the API said it did not process the request
+MAX_RETRIES = 10
+MAX_RETRY_WAIT = 120  # seconds; a longer Retry-After is waited out at this cap
+BACKOFF_BASE = 1.0  # seconds before the first retry without Retry-After, doubling
+BACKOFF_CAP = 30.0  # seconds
+MESSAGE_LIMIT = 500  # characters of an API error message kept in a row
+MIN_SECRET_LENGTH = 8  # shorter "keys" would redact ordinary words in evidence
 DEMO_MODELS = ["offline/careful", "offline/hasty"]  # fictional on purpose
 DEMO_KEY = "offline-demo-key"  # the simulated API accepts any key
 
@@ -342,6 +353,88 @@ def summary(rows, models, repeats, cases=None):
     return summary_of(tally)
 
 
+def retry_after_seconds(value, now):
+    """Seconds to wait from a Retry-After header (seconds or HTTP-date), capped."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(min(int(value), MAX_RETRY_WAIT))
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return min(max((when - now).total_seconds(), 0.0), float(MAX_RETRY_WAIT))
+
+
+def backoff_seconds(attempt, rng=random):
+    """Bounded exponential backoff with jitter, for a 429/503 without Retry-After."""
+    ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** (attempt - 1))
+    return ceiling / 2 + rng.uniform(0, ceiling / 2)
+
+
+def redact_key(text, secrets):
+    """text with every occurrence of a secret, raw or JSON-escaped, replaced."""
+    for secret in secrets:
+        if len(secret) >= MIN_SECRET_LENGTH:
+            text = text.replace(secret, "[REDACTED]")
+            text = text.replace(json.dumps(secret)[1:-1], "[REDACTED]")
+    return text
+
+
+def redact(text, secrets):
+    """text without the API key or anything shaped like a bearer token or key."""
+    text = redact_key(text, secrets)
+    text = re.sub(r"(?i)(bearer\s+)[^\s'\",;}\]]+", r"\1[REDACTED]", text)
+    return re.sub(r"pplx-[A-Za-z0-9_\-]+", "[REDACTED]", text)
+
+
+def error_message(exc, secrets):
+    """The API's own words for a failed request, redacted and bounded."""
+    body = getattr(exc, "body", None)
+    message = body.get("error") if isinstance(body, dict) else None
+    if isinstance(message, dict):
+        message = message.get("message")
+    if not isinstance(message, str) or not message:
+        message = str(exc) or type(exc).__name__
+    return redact(message, secrets)[:MESSAGE_LIMIT]
+
+
+def resume_problem(record, config, code_hash, sdk):
+    """Why this record cannot be resumed by this code, or None."""
+    differing = sorted(k for k in set(config) | set(record["config"])
+                       if record["config"].get(k) != config.get(k))
+    if differing:
+        return (f"its config differs in {', '.join(differing)} from what this "
+                "regression.py would send; start a new run with --out")
+    if record.get("code_sha256") != code_hash:
+        return "it was made by a different regression.py (code_sha256); start a new run"
+    if record.get("sdk_version") != sdk:
+        return (f"it was made with perplexityai {record.get('sdk_version')}, this is "
+                f"{sdk}; start a new run")
+    if record.get("evidence", "live") != "live":
+        return "it holds synthetic demo data; run the demo again instead"
+    return None
+
+
+def rows_to_keep(runs, plan):
+    """{plan index: row} for saved rows without an execution error, or ValueError."""
+    places = {(model, case["id"], repeat): index
+              for index, (repeat, case, model) in enumerate(plan)}
+    kept, seen = {}, set()
+    for number, row in enumerate(runs, 1):
+        key = (row.get("model"), row.get("case_id"), row.get("repeat")) \
+            if isinstance(row, dict) else None
+        if key not in places or key in seen:
+            raise ValueError(f"run {number} is not one of this run's requests")
+        seen.add(key)
+        if not row.get("error"):
+            kept[places[key]] = row
+    return kept
+
+
 def run_order(models, cases, repeats):
     """(repeat, case, model) in the saved order; models reversed on odd repeats."""
     order = []
@@ -357,7 +450,8 @@ def row_line(row):
     verdict = "PASS" if row["passed"] else "FAIL " + ",".join(row["reasons"])
     if row.get("error"):
         status = f" HTTP {row['error_status']}" if row.get("error_status") else ""
-        verdict += f" ({row['error']}{status})"
+        message = f": {row['error_message']}" if row.get("error_message") else ""
+        verdict += f" ({row['error']}{status}{message})"
     cost = "cost unknown" if row["cost_usd"] is None else f"${row['cost_usd']}"
     return f"{row['model']} {row['case_id']} {verdict} {cost} {row['seconds']}s"
 
@@ -485,10 +579,12 @@ def sync_folder(path):
         os.close(fd)
 
 
-def open_record(path, head, tail, replace=False):
-    """Start the record at path with no rows; exclusive unless replace."""
+def open_record(path, head, tail, rows=(), secrets=(), replace=False):
+    """Start the record at path holding rows [(index, row)]; exclusive unless replace."""
     checkpoint = {"path": path, "head": record_head(head), "prefix": [],
-                  "pending": {}, "slots": [], "live": 0}
+                  "pending": {}, "slots": [], "live": 0, "secrets": secrets}
+    for index, row in rows:
+        add_row(checkpoint, index, row)
     try:
         slot = new_slot(checkpoint, 0)
         fill_slot(checkpoint, slot, tail)
@@ -506,9 +602,14 @@ def open_record(path, head, tail, replace=False):
 def add_row(checkpoint, index, row):
     """Serialise a finished row once; index is its place in the saved order."""
     prefix, pending = checkpoint["prefix"], checkpoint["pending"]
-    pending[index] = json.dumps(row).encode()
+    # Whatever a server echoed back, the API key never reaches the disk.
+    pending[index] = redact_key(json.dumps(row), checkpoint["secrets"]).encode()
     while len(prefix) in pending:
         prefix.append((b",\n" if prefix else b"\n") + pending.pop(len(prefix)))
+
+
+def saved_rows(checkpoint):
+    return len(checkpoint["prefix"]) + len(checkpoint["pending"])
 
 
 def save_record(checkpoint, tail):
@@ -531,33 +632,74 @@ def close_record(checkpoint):
     checkpoint["slots"] = []
 
 
-def run_plan(client, plan, jobs, on_row):
-    """Run plan entries, at most `jobs` requests in flight over one client.
+def with_retries(client, retries, pause, stats, secrets):
+    """The client, but waiting out the API's own 429 and 503 up to `retries` times.
+
+    Nothing else is retried: after a timeout or a dropped connection the
+    request may have been processed and billed (the verify_outcome rule).
+    stats gets attempts, waited_seconds and the redacted error_message.
+    """
+
+    def create(**request):
+        while True:
+            stats["attempts"] += 1
+            try:
+                return client.responses.create(**request)
+            except Exception as exc:
+                status = getattr(exc, "status_code", None)
+                if status not in RETRY_STATUSES or stats["attempts"] > retries:
+                    stats["error_message"] = error_message(exc, secrets)
+                    raise
+                headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+                wait = retry_after_seconds(headers.get("retry-after"),
+                                           datetime.now(timezone.utc))
+                if wait is None:
+                    wait = backoff_seconds(stats["attempts"])
+                if status == 429:  # the account is limited: hold every new start
+                    with pause["lock"]:
+                        pause["until"] = max(pause["until"], time.monotonic() + wait)
+                time.sleep(wait)
+                stats["waited_seconds"] += wait
+
+    return types.SimpleNamespace(responses=types.SimpleNamespace(create=create))
+
+
+def run_plan(todo, jobs, send, on_row, pause):
+    """Run (index, repeat, case, model) entries, at most `jobs` in flight.
 
     on_row(index, row) runs in this thread as each request finishes, in
     whatever order they finish, and returns False to stop new starts; requests
-    already in flight still finish and reach on_row.
+    already in flight still finish and reach on_row. No request starts while
+    pause["until"] (a monotonic time) is ahead.
     """
     finished = queue.Queue()
 
     def work(index, repeat, case, model):
         try:
-            finished.put((index, {"repeat": repeat, **run_one(client, case, model)}))
+            finished.put((index, send(repeat, case, model)))
         except BaseException as exc:  # Ctrl+C inside a request: re-raised below
             finished.put((index, exc))
 
-    next_index, in_flight, starting = 0, 0, True
+    position, in_flight, starting = 0, 0, True
     while True:
-        while starting and in_flight < jobs and next_index < len(plan):
-            work_args = (next_index, *plan[next_index])
+        wait = 0.0
+        while starting and in_flight < jobs and position < len(todo):
+            wait = pause["until"] - time.monotonic()
+            if wait > 0 and in_flight:
+                break  # collect finished rows while the pause runs out
+            if wait > 0:
+                time.sleep(wait)
             if jobs == 1:
-                work(*work_args)  # in this thread, exactly as SPEC Part A runs
+                work(*todo[position])  # in this thread, exactly as SPEC Part A runs
             else:
-                threading.Thread(target=work, args=work_args, daemon=True).start()
-            next_index, in_flight = next_index + 1, in_flight + 1
+                threading.Thread(target=work, args=todo[position], daemon=True).start()
+            position, in_flight, wait = position + 1, in_flight + 1, 0.0
         if not in_flight:
             return
-        index, row = finished.get()
+        try:
+            index, row = finished.get(timeout=wait if wait > 0 else None)
+        except queue.Empty:
+            continue
         in_flight -= 1
         if isinstance(row, BaseException):
             raise row
@@ -580,6 +722,43 @@ def sdk_version():
 # --------------------------------------------------------------------------
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (how CI cancels a job), handled exactly like Ctrl+C."""
+
+
+def on_sigterm(signum, frame):
+    raise Terminated()
+
+
+def fail(message):
+    print(f"regression.py: error: {message}", file=sys.stderr)
+    return 2
+
+
+def load_record(path):
+    """A saved record to resume; OSError or ValueError with a readable reason."""
+    with open(path, encoding="utf-8") as handle:
+        try:
+            record = json.load(handle)
+        except RecursionError:
+            raise ValueError("it is nested too deeply to be a record") from None
+    config = record.get("config") if isinstance(record, dict) else None
+    models = config.get("models") if isinstance(config, dict) else None
+    repeats = config.get("repeats") if isinstance(config, dict) else None
+    if (
+        not isinstance(record.get("runs") if isinstance(record, dict) else None, list)
+        or not isinstance(models, list)
+        or not models
+        or not all(isinstance(m, str) and m for m in models)
+        or len(set(models)) != len(models)
+        or isinstance(repeats, bool)
+        or not isinstance(repeats, int)
+        or not 1 <= repeats <= MAX_REPEATS
+    ):
+        raise ValueError("it is not a record written by regression.py")
+    return record
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="regression.py",
@@ -587,15 +766,15 @@ def parse_args(argv):
         epilog="Exit codes: 0 all passed, 1 a check failed, 2 could not run.",
     )
     parser.add_argument(
-        "--models", nargs="+", default=MODELS, metavar="M",
-        help="models to test (default: %(default)s)",
+        "--models", nargs="+", metavar="M",
+        help=f"models to test (default: {' '.join(MODELS)})",
     )
     parser.add_argument(
-        "--repeats", type=int, default=1, metavar="N",
+        "--repeats", type=int, metavar="N",
         help=f"times to run every case on every model, 1..{MAX_REPEATS} (default: 1)",
     )
     parser.add_argument(
-        "--out", default="results.json", metavar="PATH",
+        "--out", metavar="PATH",
         help="new file for the record; an existing file is never overwritten "
         "(default: results.json)",
     )
@@ -605,20 +784,37 @@ def parse_args(argv):
         "same for any N (default: 1)",
     )
     parser.add_argument(
+        "--retries", type=int, default=2, metavar="N",
+        help="extra attempts when the API answers 429 or 503 (it did not process "
+        f"the request), 0..{MAX_RETRIES}; nothing else is retried (default: 2)",
+    )
+    parser.add_argument(
+        "--resume", metavar="FILE",
+        help="finish an interrupted or failed run in place: keep its good rows, "
+        "send only the missing and failed requests",
+    )
+    parser.add_argument(
         "--demo", metavar="NEW_DIR",
         help="run offline against a simulated API and write NEW_DIR/results.json "
         "(no key needed, data is synthetic)",
     )
     args = parser.parse_args(argv)
-    if len(set(args.models)) != len(args.models):
+    if args.models is not None and len(set(args.models)) != len(args.models):
         duplicates = sorted({m for m in args.models if args.models.count(m) > 1})
         parser.error(f"duplicate model in --models: {', '.join(duplicates)}")
-    if not 1 <= args.repeats <= MAX_REPEATS:
+    if args.repeats is not None and not 1 <= args.repeats <= MAX_REPEATS:
         parser.error(f"--repeats must be 1..{MAX_REPEATS}, got {args.repeats}")
     if not 1 <= args.jobs <= MAX_JOBS:
         parser.error(f"--jobs must be 1..{MAX_JOBS}, got {args.jobs}")
+    if not 0 <= args.retries <= MAX_RETRIES:
+        parser.error(f"--retries must be 0..{MAX_RETRIES}, got {args.retries}")
+    fixed = [flag for flag, value in (("--models", args.models), ("--repeats", args.repeats),
+                                      ("--out", args.out)) if value is not None]
+    if args.resume is not None and (fixed or args.demo is not None):
+        parser.error(f"--resume takes models, repeats and the path from the record; "
+                     f"drop {' '.join(fixed) or '--demo'}")
     if args.demo is not None:
-        if args.models != MODELS or args.out != "results.json":
+        if args.models is not None or args.out is not None:
             parser.error("--demo uses its own models and writes NEW_DIR/results.json; "
                          "drop --models and --out")
         if os.path.lexists(args.demo):
@@ -631,47 +827,72 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
-    models, cases, repeats, out = args.models, CASES, args.repeats, args.out
-    if args.demo is not None:
+    cases, resumed = CASES, None
+    models = args.models or MODELS
+    repeats = args.repeats or 1
+    out = args.out or "results.json"
+    if args.resume is not None:
+        try:
+            resumed = load_record(args.resume)
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            return fail(f"cannot resume {args.resume}: {reason}")
+        models, repeats, out = resumed["config"]["models"], resumed["config"]["repeats"], \
+            args.resume
+    elif args.demo is not None:
         models = DEMO_MODELS
         os.makedirs(args.demo)
         out = os.path.join(args.demo, "results.json")
-    head = {
-        "created_at": datetime.now(timezone.utc).isoformat(),
-        "config": {
-            "models": models,
-            "cases": cases,
-            "instructions": INSTRUCTIONS,
-            "tool": TOOL,
-            "response_format": FORMAT,
-            "repeats": repeats,
-            "max_steps": MAX_STEPS,
-            "max_output_tokens": MAX_OUTPUT_TOKENS,
-            "timeout_seconds": TIMEOUT_SECONDS,
-        },
-        "sdk_version": sdk_version(),
-        "code_sha256": code_sha256(),
+    config = {
+        "models": models,
+        "cases": cases,
+        "instructions": INSTRUCTIONS,
+        "tool": TOOL,
+        "response_format": FORMAT,
+        "repeats": repeats,
+        "max_steps": MAX_STEPS,
+        "max_output_tokens": MAX_OUTPUT_TOKENS,
+        "timeout_seconds": TIMEOUT_SECONDS,
     }
-    if args.demo is not None:
-        head["evidence"] = "synthetic"
+    plan = run_order(models, cases, repeats)
+    kept = {}
+    if resumed is None:
+        head = {"created_at": datetime.now(timezone.utc).isoformat(), "config": config,
+                "sdk_version": sdk_version(), "code_sha256": code_sha256()}
+        if args.demo is not None:
+            head["evidence"] = "synthetic"
+    else:
+        problem = resume_problem(resumed, config, code_sha256(), sdk_version())
+        try:
+            kept = rows_to_keep(resumed["runs"], plan)
+        except ValueError as exc:
+            problem = problem or str(exc)
+        if problem:
+            return fail(f"cannot resume {out}: {problem}")
+        head = {k: v for k, v in resumed.items() if k not in ("runs", "execution", "summary")}
     # Settings that cannot change an answer live outside config, so runs made
     # with different settings still compare.
-    execution = {"jobs": args.jobs}
+    execution = {"jobs": args.jobs, "retries": args.retries}
+    if resumed is not None:
+        previous = resumed.get("execution")
+        times = previous.get("resumed", 0) if isinstance(previous, dict) else 0
+        execution["resumed"] = (times if isinstance(times, int) else 0) + 1
     tally = new_tally(models, repeats, cases)
+    for row in kept.values():
+        count_row(tally, row)
+    secrets = [os.environ.get("PERPLEXITY_API_KEY", "")] if args.demo is None else []
 
     def tail():
         return {"execution": execution, "summary": summary_of(tally)}
 
     try:
-        checkpoint = open_record(out, head, tail())
+        checkpoint = open_record(out, head, tail(), rows=sorted(kept.items()),
+                                 secrets=secrets, replace=resumed is not None)
     except FileExistsError:
-        print(f"regression.py: error: {out} already exists; choose a new --out path "
-              "(nothing was sent, the file is untouched)", file=sys.stderr)
-        return 2
+        return fail(f"{out} already exists; choose a new --out path "
+                    "(nothing was sent, the file is untouched)")
     except OSError as exc:
-        print(f"regression.py: error: cannot create {out}: {exc.strerror}; "
-              "choose a writable --out path", file=sys.stderr)
-        return 2
+        return fail(f"cannot write {out}: {exc.strerror}; choose a writable --out path")
     server = None
     if args.demo is not None:
         import simulated_api  # only the demo needs the offline server
@@ -685,20 +906,44 @@ def main(argv=None):
               "models; every answer below is synthetic.")
     else:
         client = Perplexity(max_retries=0, timeout=TIMEOUT_SECONDS)
+    if kept:
+        print(f"Resuming {out}: {len(kept)} of {len(plan)} rows kept, "
+              f"{len(plan) - len(kept)} to send.")
+    pause = {"until": 0.0, "lock": threading.Lock()}
+    started = time.monotonic()
+
+    def send(repeat, case, model):
+        stats = {"attempts": 0, "waited_seconds": 0.0, "error_message": None}
+        row = run_one(with_retries(client, args.retries, pause, stats, secrets), case, model)
+        if row["error"] and stats["error_message"] is None:
+            stats["error_message"] = f"{row['error']} raised while checking the answer"
+        return {"repeat": repeat, **row, "attempts": stats["attempts"],
+                "waited_seconds": round(stats["waited_seconds"], 3),
+                "error_message": stats["error_message"] if row["error"] else None}
 
     def on_row(index, row):
         count_row(tally, row)
         add_row(checkpoint, index, row)
         save_record(checkpoint, tail())
-        print(row_line(row), flush=True)
+        line = f"[{saved_rows(checkpoint)}/{len(plan)}] {row_line(row)}"
+        print(redact_key(line, secrets), f"| {time.monotonic() - started:.1f}s elapsed",
+              flush=True)
         if row["error"]:
-            print(f"Stopped after an execution error; the record is in {out}. "
-                  "Fix the cause shown above and run again.", file=sys.stderr)
+            print(f"Stopped after an execution error; the record is in {out}. Fix the "
+                  f"cause shown above, then: python regression.py --resume {out}",
+                  file=sys.stderr)
             return False
         return True
 
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous_handler = signal.signal(signal.SIGTERM, on_sigterm) if in_main_thread else None
+    todo = [(index, *entry) for index, entry in enumerate(plan) if index not in kept]
+    interrupted = False
     try:
-        run_plan(client, run_order(models, cases, repeats), args.jobs, on_row)
+        run_plan(todo, args.jobs, send, on_row, pause)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
         try:
             save_record(checkpoint, tail())
@@ -706,6 +951,13 @@ def main(argv=None):
             close_record(checkpoint)
             if server is not None:
                 server.stop()
+            if in_main_thread:
+                signal.signal(signal.SIGTERM, previous_handler)
+            if interrupted:
+                hint = (f"finish it with: python regression.py --resume {out}"
+                        if server is None else "run the demo again")
+                print(f"Interrupted: {saved_rows(checkpoint)} of {len(plan)} rows are "
+                      f"saved in {out}; {hint}", file=sys.stderr)
     result = summary_of(tally)
     print(json.dumps(result, indent=2))
     return result["exit_code"]
@@ -714,7 +966,14 @@ def main(argv=None):
 if __name__ == "__main__":
     try:
         exit_code = main()
+    except Terminated:  # main already saved the record and said how to resume
+        exit_code = 128 + signal.SIGTERM
+    except KeyboardInterrupt:
+        exit_code = 128 + signal.SIGINT
     except BrokenPipeError:  # e.g. piped into `head`: the record is saved
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         exit_code = 2
+    except OSError as exc:  # the disk filled up or vanished while saving
+        exit_code = fail(f"cannot save the record: {exc}; the last complete "
+                         "checkpoint is kept, free space and use --resume")
     raise SystemExit(exit_code)

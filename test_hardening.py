@@ -87,7 +87,7 @@ class BadInputTest(unittest.TestCase):
                 contextlib.redirect_stderr(errors):
             code = regression.main(["--out", os.path.join(self.folder, "no", "r.json")])
         self.assertEqual(code, 2)
-        self.assertIn("cannot create", errors.getvalue())
+        self.assertIn("cannot write", errors.getvalue())
 
 
 class EndToEndTest(unittest.TestCase):
