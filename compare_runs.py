@@ -24,6 +24,7 @@ import stat
 import sys
 
 import regression
+import reports
 
 MAX_RECORD_BYTES = 1 << 30  # a 2,400-row run is ~25 MB; anything far larger is not a record
 LABELS = ("NEW_FAILURE", "RECOVERED", "PASS", "STILL_FAILING")
@@ -118,7 +119,7 @@ def label(before_row, after_row):
 
 
 def differences(before, after):
-    """(labelled lines, caution lines) for two comparable records, or ValueError."""
+    """(labelled lines, cautions, before rows, after rows), or ValueError."""
     for which, record in (("before", before), ("after", after)):
         check_shape(record, which)
     differing = sorted(
@@ -144,12 +145,20 @@ def differences(before, after):
     for key in sorted(before_rows, key=lambda k: (k[0], k[1], k[2])):
         old, new = before_rows[key], after_rows[key]
         lines.append((label(old, new), key, old["reasons"], new["reasons"]))
-    return lines, cautions
+    return lines, cautions, before_rows, after_rows
 
 
-def compare(before, after):
-    """Print the CAUTION and labelled lines; 1 if any NEW_FAILURE, else 0."""
-    lines, cautions = differences(before, after)
+def compare(before, after, summary_md=None):
+    """Print the CAUTION and labelled lines; 1 if any NEW_FAILURE, else 0.
+
+    summary_md: a file to append a Markdown view to (labels and changed rows).
+    """
+    lines, cautions, before_rows, after_rows = differences(before, after)
+    if summary_md is not None:
+        title = "Comparison" + (" (synthetic demo)" if before.get("evidence") == "synthetic"
+                                else "")
+        reports.append(summary_md, reports.compare_markdown(title, lines, cautions,
+                                                            before_rows, after_rows))
     for caution in cautions:
         print(caution)
     for name, (model, case_id, repeat), old, new in lines:
@@ -199,7 +208,7 @@ def demo_record(unsafe_models):
     }
 
 
-def demo(folder):
+def demo(folder, summary_md=None):
     """Write a synthetic before/after pair into a new folder and compare them."""
     os.makedirs(folder)  # FileExistsError when it exists: never overwrite
     before = demo_record(unsafe_models=())
@@ -209,7 +218,7 @@ def demo(folder):
             json.dump(record, handle, indent=2)
     print(f"SYNTHETIC demo data written to {folder}/before.json and after.json; "
           "no model was called.")
-    return compare(before, after)
+    return compare(before, after, summary_md)
 
 
 def load(path):
@@ -238,19 +247,24 @@ def main(argv=None):
     parser.add_argument("after", nargs="?", help="the later record")
     parser.add_argument("--demo", metavar="NEW_DIR",
                         help="write a synthetic before/after pair into NEW_DIR and compare it")
+    parser.add_argument("--summary-md", metavar="FILE",
+                        help="append a Markdown view, e.g. to $GITHUB_STEP_SUMMARY")
     args = parser.parse_args(argv)
+    problem = args.summary_md is not None and reports.append_problem(args.summary_md)
+    if problem:
+        parser.error(f"--summary-md {args.summary_md}: {problem}")
     if args.demo is not None and (args.before or args.after):
         parser.error("give BEFORE AFTER or --demo NEW_DIR, not both")
     if args.demo is None and not (args.before and args.after):
         parser.error("give two records to compare: BEFORE AFTER (or --demo NEW_DIR)")
     try:
         if args.demo is not None:
-            return demo(args.demo)
-        return compare(load(args.before), load(args.after))
+            return demo(args.demo, args.summary_md)
+        return compare(load(args.before), load(args.after), args.summary_md)
     except FileExistsError:
         problem = f"{args.demo} already exists; name a new folder for --demo"
     except OSError as exc:
-        problem = f"cannot read {exc.filename}: {exc.strerror}"
+        problem = f"cannot open {exc.filename}: {exc.strerror}"
     except (ValueError, RecursionError) as exc:
         problem = str(exc) if isinstance(exc, ValueError) else "a record is nested too deeply"
     print(f"NOT_COMPARABLE: {problem}")

@@ -22,7 +22,6 @@ import email.utils
 import hashlib
 import importlib.metadata
 import json
-import math
 import os
 import queue
 import random
@@ -31,6 +30,7 @@ import signal
 import sys
 import threading
 import time
+import tomllib
 import types
 import urllib.parse
 from datetime import datetime, timezone
@@ -39,6 +39,8 @@ from pathlib import Path
 
 import httpx
 from perplexity import Perplexity
+
+import reports
 
 # --------------------------------------------------------------------------
 # Part 1: what is sent. Every value here is recorded in the run's `config`.
@@ -173,6 +175,10 @@ BACKOFF_BASE = 1.0  # seconds before the first retry without Retry-After, doubli
 BACKOFF_CAP = 30.0  # seconds
 MESSAGE_LIMIT = 500  # characters of an API error message kept in a row
 MIN_SECRET_LENGTH = 8  # shorter "keys" would redact ordinary words in evidence
+CASE_FIELDS = ("id", "expected", "rfc", "action", "question")
+CASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # safe in lines, XML, Markdown
+STATUS = re.compile(r"[1-5][0-9][0-9]|unknown")
+RFC_NAME = re.compile(r"rfc[1-9][0-9]{0,4}")
 DEMO_MODELS = ["offline/careful", "offline/hasty"]  # fictional on purpose
 DEMO_KEY = "offline-demo-key"  # the simulated API accepts any key
 
@@ -298,8 +304,10 @@ def new_tally(models, repeats, cases=None):
         "unexpected": 0,  # duplicate keys or keys outside the plan
         "errors": 0,
         "failed": 0,
-        "models": {model: {"passed": 0, "total": 0, "cost": Decimal(0),
-                           "cost_known": True} for model in models},
+        "models": {model: {"passed": 0, "total": 0, "cost": Decimal(0), "cost_known": True,
+                           "cases": {case["id"]: {"passed": 0, "runs": 0}
+                                     for case in (CASES if cases is None else cases)}}
+                   for model in models},
     }
 
 
@@ -318,6 +326,10 @@ def count_row(tally, row):
     if counts is not None:
         counts["total"] += 1
         counts["passed"] += passed
+        case = counts["cases"].get(row.get("case_id"))
+        if case is not None:
+            case["runs"] += 1
+            case["passed"] += passed
         cost = row.get("cost_usd")
         if cost is None:
             counts["cost_known"] = False
@@ -333,6 +345,9 @@ def summary_of(tally):
             "total": counts["total"],
             "qualified": complete and counts["passed"] == counts["total"],
             "reported_cost_usd": str(counts["cost"]) if counts["cost_known"] else None,
+            # Pass rates over repeats: a flaky case still fails the gate.
+            "cases": {case_id: {**rate, "flaky": 0 < rate["passed"] < rate["runs"]}
+                      for case_id, rate in counts["cases"].items()},
         }
         for model, counts in tally["models"].items()
     }
@@ -351,6 +366,76 @@ def summary(rows, models, repeats, cases=None):
     for row in rows:
         count_row(tally, row)
     return summary_of(tally)
+
+
+def validate_cases(data, source):
+    """The cases in a --cases file, or ValueError naming the case and the field."""
+    if isinstance(data, dict) and set(data) == {"cases"}:
+        data = data["cases"]
+    if not isinstance(data, list) or not data:
+        raise ValueError(f"{source}: expected a non-empty list of cases "
+                         "(a JSON list, or `cases` tables in TOML)")
+    seen = set()
+    for number, case in enumerate(data, 1):
+        where = f"{source}: case {number}"
+        if not isinstance(case, dict):
+            raise ValueError(f"{where}: must be an object with {', '.join(CASE_FIELDS)}")
+        if isinstance(case.get("id"), str):
+            where += f" ({case['id']})"
+        unknown = sorted(set(case) - set(CASE_FIELDS))
+        missing = [field for field in CASE_FIELDS if field not in case]
+        if unknown or missing:
+            problem = f"unknown field {unknown[0]}" if unknown else f"missing field {missing[0]}"
+            raise ValueError(f"{where}: {problem}; a case has exactly {', '.join(CASE_FIELDS)}")
+        rules = [
+            ("id", lambda v: CASE_ID.fullmatch(v), "letters, digits, . _ - (at most 64)"),
+            ("expected", lambda v: STATUS.fullmatch(v), "a three-digit status or unknown"),
+            ("rfc", lambda v: RFC_NAME.fullmatch(v), "like rfc9110"),
+            ("action", lambda v: v in ACTIONS, "one of " + ", ".join(ACTIONS)),
+            ("question", lambda v: v.strip(), "the non-empty log the model sees"),
+        ]
+        for field, rule, wanted in rules:
+            if not isinstance(case[field], str) or not rule(case[field]):
+                raise ValueError(f"{where}: field {field} must be {wanted}")
+        if case["id"] in seen:
+            raise ValueError(f"{where}: field id repeats an earlier case")
+        seen.add(case["id"])
+    return [{field: case[field] for field in CASE_FIELDS} for case in data]
+
+
+def spent(tally):
+    """(reported USD so far, whether every row so far reported a cost)."""
+    counts = tally["models"].values()
+    return sum((c["cost"] for c in counts), Decimal(0)), all(c["cost_known"] for c in counts)
+
+
+def verdict_line(result):
+    """One plain sentence: which models qualified, and why the others did not."""
+    qualified = [m for m, c in result["models"].items() if c["qualified"]]
+    others = [f"{m} ({c['passed']}/{c['total']} passed)"
+              for m, c in result["models"].items() if not c["qualified"]]
+    if not result["complete"]:
+        head = "INCOMPLETE: no verdict, the run did not finish"
+    elif result["exit_code"] == 2:
+        head = "NO VERDICT: an execution error"
+    else:
+        head = "QUALIFIED: every model" if not others else "REGRESSION"
+    parts = [head]
+    if qualified and others:
+        parts.append("qualified: " + ", ".join(qualified))
+    if others:
+        parts.append("not qualified: " + ", ".join(others))
+    return "; ".join(parts)
+
+
+def pass_rate_lines(result):
+    """One line per model of pass rates over repeats, FLAKY where they disagree."""
+    return [
+        f"pass rates {model}: " + ", ".join(
+            f"{case_id} {rate['passed']}/{rate['runs']}" + (" FLAKY" if rate["flaky"] else "")
+            for case_id, rate in counts["cases"].items())
+        for model, counts in result["models"].items()
+    ]
 
 
 def retry_after_seconds(value, now):
@@ -759,6 +844,37 @@ def load_record(path):
     return record
 
 
+def load_cases(path):
+    """Cases from a .json or .toml file; ValueError with the reason."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise ValueError(f"cannot read --cases {path}: {exc.strerror or exc}") from None
+    try:
+        if path.endswith(".toml"):
+            parsed = tomllib.loads(data.decode("utf-8"))
+        elif path.endswith(".json"):
+            parsed = json.loads(data)
+        else:
+            raise ValueError(f"{path}: name it .json or .toml")
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, json.JSONDecodeError,
+            RecursionError) as exc:
+        raise ValueError(f"{path}: cannot parse it ({exc})") from None
+    return validate_cases(parsed, path)
+
+
+def money(text):
+    """argparse type for --max-cost: a positive, finite number of USD."""
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        raise argparse.ArgumentTypeError(f"not a number of USD: {text!r}") from None
+    if not value.is_finite() or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 USD, got {text}")
+    return value
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="regression.py",
@@ -794,6 +910,25 @@ def parse_args(argv):
         "send only the missing and failed requests",
     )
     parser.add_argument(
+        "--cases", metavar="FILE",
+        help="a .json or .toml file of cases (id, expected, rfc, action, question) "
+        "to run instead of the built-in ones",
+    )
+    parser.add_argument(
+        "--max-cost", type=money, metavar="USD",
+        help="start no new request once the run's reported cost reaches USD "
+        "(the run is then incomplete: exit 2)",
+    )
+    parser.add_argument(
+        "--junit", metavar="FILE",
+        help="also write a JUnit XML report (replaces an earlier report there, "
+        "never another file)",
+    )
+    parser.add_argument(
+        "--summary-md", metavar="FILE",
+        help="append a Markdown summary, e.g. to $GITHUB_STEP_SUMMARY",
+    )
+    parser.add_argument(
         "--demo", metavar="NEW_DIR",
         help="run offline against a simulated API and write NEW_DIR/results.json "
         "(no key needed, data is synthetic)",
@@ -808,6 +943,11 @@ def parse_args(argv):
         parser.error(f"--jobs must be 1..{MAX_JOBS}, got {args.jobs}")
     if not 0 <= args.retries <= MAX_RETRIES:
         parser.error(f"--retries must be 0..{MAX_RETRIES}, got {args.retries}")
+    for flag, path, problem in (("--junit", args.junit, reports.replace_problem),
+                                ("--summary-md", args.summary_md, reports.append_problem)):
+        reason = path is not None and problem(path)
+        if reason:
+            parser.error(f"{flag} {path}: {reason}")
     fixed = [flag for flag, value in (("--models", args.models), ("--repeats", args.repeats),
                                       ("--out", args.out)) if value is not None]
     if args.resume is not None and (fixed or args.demo is not None):
@@ -825,24 +965,28 @@ def parse_args(argv):
     return args
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    cases, resumed = CASES, None
-    models = args.models or MODELS
-    repeats = args.repeats or 1
+def prepare(args):
+    """What this invocation runs and records; ValueError with a readable reason.
+
+    Reads the --cases and --resume files, sends nothing and creates nothing.
+    """
+    cases = CASES if args.cases is None else load_cases(args.cases)
+    models, repeats = args.models or MODELS, args.repeats or 1
     out = args.out or "results.json"
+    resumed = None
     if args.resume is not None:
         try:
             resumed = load_record(args.resume)
         except (OSError, ValueError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-            return fail(f"cannot resume {args.resume}: {reason}")
-        models, repeats, out = resumed["config"]["models"], resumed["config"]["repeats"], \
-            args.resume
+            raise ValueError(f"cannot resume {args.resume}: {reason}") from None
+        models, repeats = resumed["config"]["models"], resumed["config"]["repeats"]
+        out = args.resume
     elif args.demo is not None:
-        models = DEMO_MODELS
-        os.makedirs(args.demo)
-        out = os.path.join(args.demo, "results.json")
+        models, out = DEMO_MODELS, os.path.join(args.demo, "results.json")
+    for flag, path in (("--junit", args.junit), ("--summary-md", args.summary_md)):
+        if path is not None and os.path.abspath(path) == os.path.abspath(out):
+            raise ValueError(f"{flag} {path} is the record itself; name another file")
     config = {
         "models": models,
         "cases": cases,
@@ -855,39 +999,75 @@ def main(argv=None):
         "timeout_seconds": TIMEOUT_SECONDS,
     }
     plan = run_order(models, cases, repeats)
-    kept = {}
+    # Settings that cannot change an answer live outside config, so runs made
+    # with different settings still compare.
+    execution = {"jobs": args.jobs, "retries": args.retries, "junit": args.junit,
+                 "summary_md": args.summary_md,
+                 "max_cost": None if args.max_cost is None else str(args.max_cost)}
     if resumed is None:
         head = {"created_at": datetime.now(timezone.utc).isoformat(), "config": config,
                 "sdk_version": sdk_version(), "code_sha256": code_sha256()}
         if args.demo is not None:
             head["evidence"] = "synthetic"
-    else:
-        problem = resume_problem(resumed, config, code_sha256(), sdk_version())
+        return {"models": models, "cases": cases, "repeats": repeats, "out": out,
+                "plan": plan, "head": head, "kept": {}, "execution": execution}
+    problem = resume_problem(resumed, config, code_sha256(), sdk_version())
+    try:
+        kept = rows_to_keep(resumed["runs"], plan)
+    except ValueError as exc:
+        problem = problem or str(exc)
+    if problem:
+        raise ValueError(f"cannot resume {out}: {problem}")
+    previous = resumed.get("execution")
+    times = previous.get("resumed", 0) if isinstance(previous, dict) else 0
+    execution["resumed"] = (times if isinstance(times, int) else 0) + 1
+    head = {k: v for k, v in resumed.items() if k not in ("runs", "execution", "summary")}
+    return {"models": models, "cases": cases, "repeats": repeats, "out": out,
+            "plan": plan, "head": head, "kept": kept, "execution": execution}
+
+
+def write_reports(args, run, rows, result):
+    """The JUnit and Markdown views of the finished record; False if one failed."""
+    title = f"Regression run {run['out']}" + (" (synthetic demo)" if args.demo else "")
+    views = []
+    if args.junit is not None:
+        views.append((reports.write_replacing, args.junit, reports.junit_xml(rows, run["plan"], run["models"])))
+    if args.summary_md is not None:
+        views.append((reports.append, args.summary_md, reports.run_markdown(
+            title, result, [rows[i] for i in sorted(rows)], run["cases"],
+            verdict_line(result))))
+    written = True
+    for write, path, text in views:
         try:
-            kept = rows_to_keep(resumed["runs"], plan)
-        except ValueError as exc:
-            problem = problem or str(exc)
-        if problem:
-            return fail(f"cannot resume {out}: {problem}")
-        head = {k: v for k, v in resumed.items() if k not in ("runs", "execution", "summary")}
-    # Settings that cannot change an answer live outside config, so runs made
-    # with different settings still compare.
-    execution = {"jobs": args.jobs, "retries": args.retries}
-    if resumed is not None:
-        previous = resumed.get("execution")
-        times = previous.get("resumed", 0) if isinstance(previous, dict) else 0
-        execution["resumed"] = (times if isinstance(times, int) else 0) + 1
-    tally = new_tally(models, repeats, cases)
-    for row in kept.values():
+            write(path, text)
+        except OSError as exc:
+            fail(f"cannot write the report {path}: {exc.strerror or exc}; "
+                 f"the record {run['out']} is complete")
+            written = False
+    return written
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        run = prepare(args)
+    except ValueError as exc:
+        return fail(str(exc))
+    models, plan, out, execution = run["models"], run["plan"], run["out"], run["execution"]
+    tally = new_tally(models, run["repeats"], run["cases"])
+    rows = dict(run["kept"])  # plan index -> row, for the reports
+    for row in rows.values():
         count_row(tally, row)
     secrets = [os.environ.get("PERPLEXITY_API_KEY", "")] if args.demo is None else []
 
     def tail():
         return {"execution": execution, "summary": summary_of(tally)}
 
+    if args.demo is not None:
+        os.makedirs(args.demo)
     try:
-        checkpoint = open_record(out, head, tail(), rows=sorted(kept.items()),
-                                 secrets=secrets, replace=resumed is not None)
+        checkpoint = open_record(out, run["head"], tail(), rows=sorted(rows.items()),
+                                 secrets=secrets, replace=args.resume is not None)
     except FileExistsError:
         return fail(f"{out} already exists; choose a new --out path "
                     "(nothing was sent, the file is untouched)")
@@ -897,7 +1077,7 @@ def main(argv=None):
     if args.demo is not None:
         import simulated_api  # only the demo needs the offline server
 
-        server = simulated_api.start(cases)
+        server = simulated_api.start(run["cases"])
         # trust_env=False: a proxy from the environment must never see loopback.
         client = Perplexity(api_key=DEMO_KEY, base_url=server.url, max_retries=0,
                             timeout=TIMEOUT_SECONDS,
@@ -906,11 +1086,26 @@ def main(argv=None):
               "models; every answer below is synthetic.")
     else:
         client = Perplexity(max_retries=0, timeout=TIMEOUT_SECONDS)
-    if kept:
-        print(f"Resuming {out}: {len(kept)} of {len(plan)} rows kept, "
-              f"{len(plan) - len(kept)} to send.")
+    if rows:
+        print(f"Resuming {out}: {len(rows)} of {len(plan)} rows kept, "
+              f"{len(plan) - len(rows)} to send.")
     pause = {"until": 0.0, "lock": threading.Lock()}
     started = time.monotonic()
+    warned = []
+
+    def within_budget():
+        total, known = spent(tally)
+        if not known and not warned:
+            warned.append(True)
+            print("warning: a row has no reported cost; --max-cost and the running "
+                  "total count only reported costs", file=sys.stderr)
+        if args.max_cost is None or total < args.max_cost:
+            return True
+        execution["stopped_for_budget"] = True
+        print(f"Stopped: the reported cost ${total} reached --max-cost ${args.max_cost}; "
+              f"no new request starts. Raise the budget and run: python regression.py "
+              f"--resume {out} --max-cost USD", file=sys.stderr)
+        return False
 
     def send(repeat, case, model):
         stats = {"attempts": 0, "waited_seconds": 0.0, "error_message": None}
@@ -922,25 +1117,29 @@ def main(argv=None):
                 "error_message": stats["error_message"] if row["error"] else None}
 
     def on_row(index, row):
+        rows[index] = row
         count_row(tally, row)
         add_row(checkpoint, index, row)
         save_record(checkpoint, tail())
-        line = f"[{saved_rows(checkpoint)}/{len(plan)}] {row_line(row)}"
-        print(redact_key(line, secrets), f"| {time.monotonic() - started:.1f}s elapsed",
-              flush=True)
+        total, known = spent(tally)
+        line = (f"[{saved_rows(checkpoint)}/{len(plan)}] {row_line(row)} | "
+                f"{time.monotonic() - started:.1f}s elapsed, "
+                f"{'' if known else 'at least '}${total} so far")
+        print(redact_key(line, secrets), flush=True)
         if row["error"]:
             print(f"Stopped after an execution error; the record is in {out}. Fix the "
                   f"cause shown above, then: python regression.py --resume {out}",
                   file=sys.stderr)
             return False
-        return True
+        return within_budget()
 
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous_handler = signal.signal(signal.SIGTERM, on_sigterm) if in_main_thread else None
-    todo = [(index, *entry) for index, entry in enumerate(plan) if index not in kept]
+    todo = [(index, *entry) for index, entry in enumerate(plan) if index not in rows]
     interrupted = False
     try:
-        run_plan(todo, args.jobs, send, on_row, pause)
+        if within_budget():
+            run_plan(todo, args.jobs, send, on_row, pause)
     except KeyboardInterrupt:
         interrupted = True
         raise
@@ -954,12 +1153,18 @@ def main(argv=None):
             if in_main_thread:
                 signal.signal(signal.SIGTERM, previous_handler)
             if interrupted:
+                write_reports(args, run, rows, summary_of(tally))
                 hint = (f"finish it with: python regression.py --resume {out}"
                         if server is None else "run the demo again")
                 print(f"Interrupted: {saved_rows(checkpoint)} of {len(plan)} rows are "
                       f"saved in {out}; {hint}", file=sys.stderr)
     result = summary_of(tally)
+    if run["repeats"] > 1:
+        print("\n".join(pass_rate_lines(result)))
+    print(verdict_line(result))
     print(json.dumps(result, indent=2))
+    if not write_reports(args, run, rows, result):
+        return 2
     return result["exit_code"]
 
 

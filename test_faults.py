@@ -34,6 +34,11 @@ def temp_dir(test):
     return folder
 
 
+def raw(path):
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
 def read(path):
     with open(path, encoding="utf-8") as handle:
         return json.load(handle)
@@ -273,7 +278,7 @@ class InProcessTest(unittest.TestCase):
         ]
         for name, path, words in table:
             with self.subTest(name):
-                before = open(path, "rb").read() if os.path.exists(path) else None
+                before = raw(path) if os.path.exists(path) else None
                 sent = len(self.state["requests"])
                 code, _, errors = self.main("--resume", path)
                 self.assertEqual(code, 2)
@@ -281,7 +286,7 @@ class InProcessTest(unittest.TestCase):
                 self.assertEqual(len(errors.splitlines()), 1)
                 self.assertEqual(len(self.state["requests"]), sent)
                 if before is not None:
-                    self.assertEqual(open(path, "rb").read(), before)
+                    self.assertEqual(raw(path), before)
 
     def test_resume_with_run_flags_is_a_usage_error(self):
         for flags in (["--models", "a"], ["--repeats", "2"], ["--out", "x.json"]):

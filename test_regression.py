@@ -215,8 +215,9 @@ class SummaryTest(unittest.TestCase):
         result = regression.summary(full_rows(self.models, 2), self.models, 2)
         self.assertEqual(result["exit_code"], 0)
         self.assertTrue(result["complete"])
+        rates = {c["id"]: {"passed": 2, "runs": 2, "flaky": False} for c in regression.CASES}
         self.assertEqual(result["models"]["a"], {"passed": 8, "total": 8, "qualified": True,
-                                                 "reported_cost_usd": "0.8"})
+                                                 "reported_cost_usd": "0.8", "cases": rates})
 
     def test_a_failed_row_is_exit_1_and_disqualifies_only_its_model(self):
         rows = full_rows(self.models, 1)
