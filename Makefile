@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-TESTS := test_regression test_compare_runs test_hardening test_concurrency test_faults test_ecosystem
+TESTS := test_regression test_compare_runs test_hardening test_concurrency test_faults test_ecosystem test_migration
 
 .PHONY: test demo bench clean
 

@@ -156,6 +156,9 @@ FORMAT = {
     },
 }
 
+CHAT_PREFIX = "chat:"  # chat:sonar-pro goes through the legacy chat-completions API
+
+
 MAX_STEPS = 5  # agent steps per request: search, maybe a second search, answer
 MAX_OUTPUT_TOKENS = 4096  # the JSON answer is ~200 tokens; room for reasoning
 TIMEOUT_SECONDS = 180  # per request; a slow agent run takes about a minute
@@ -280,6 +283,71 @@ def reported_cost(raw):
     if not value.is_finite() or value < 0:
         return None
     return str(value.copy_abs())  # -0.0 is zero, not a negative cost
+
+
+def chat_request_template():
+    """The chat-completions request, the Agent API contract in the chat API's fields.
+
+    Only fields the SDK's chat API knows: the API rejects unknown ones.
+    """
+    return {
+        "messages": [{"role": "system", "content": "<INSTRUCTIONS>"},
+                     {"role": "user", "content": "<the case's question>"}],
+        "search_domain_filter": TOOL["filters"]["search_domain_filter"],
+        "web_search_options": {"search_context_size": TOOL["search_context_size"]},
+        "num_search_results": TOOL["max_results"],
+        "response_format": FORMAT,
+        "max_tokens": MAX_OUTPUT_TOKENS,
+    }
+
+
+def chat_request(case, model):
+    """The chat-completions request for one case; the expected answer is never sent."""
+    request = chat_request_template()
+    request["model"] = model[len(CHAT_PREFIX):]
+    request["messages"] = [{"role": "system", "content": INSTRUCTIONS},
+                           {"role": "user", "content": case["question"]}]
+    return request
+
+
+def chat_answer_text(raw):
+    """choices[0].message.content, joining text chunks when it is a list."""
+    try:
+        content = raw["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    if isinstance(content, list):
+        return "".join(chunk.get("text", "") for chunk in content
+                       if isinstance(chunk, dict) and chunk.get("type") == "text")
+    return content if isinstance(content, str) else None
+
+
+def chat_as_agent(raw):
+    """A chat response in the shape check() and reported_cost() read.
+
+    Receipts are the top-level search_results URLs, or citations only when
+    search_results is absent. finish_reason "stop" is completed ("length" is a
+    truncated answer). The chat API reports cost in USD without a currency.
+    """
+    raw = raw if isinstance(raw, dict) else {}
+    choices = raw.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else {}
+    finish = first.get("finish_reason") if isinstance(first, dict) else None
+    if raw.get("search_results") is not None:
+        found = raw["search_results"] if isinstance(raw["search_results"], list) else []
+        urls = [r.get("url") for r in found if isinstance(r, dict)]
+    else:
+        urls = raw.get("citations") if isinstance(raw.get("citations"), list) else []
+    usage = raw.get("usage") if isinstance(raw.get("usage"), dict) else {}
+    cost = usage.get("cost") if isinstance(usage.get("cost"), dict) else None
+    normal = {
+        "status": "completed" if finish == "stop" else f"finish_reason:{finish}",
+        "output": [{"type": "search_results",
+                    "results": [{"url": url} for url in urls if isinstance(url, str)]}],
+    }
+    if cost is not None and "total_cost" in cost:
+        normal["usage"] = {"cost": {"currency": "USD", "total_cost": cost["total_cost"]}}
+    return normal
 
 
 def expected_keys(models, repeats, cases=None):
@@ -572,20 +640,29 @@ def run_one(client, case, model):
     }
     started = time.monotonic()
     try:
-        response = client.responses.create(
-            model=model,
-            instructions=INSTRUCTIONS,
-            input=case["question"],
-            tools=[TOOL],
-            response_format=FORMAT,
-            max_steps=MAX_STEPS,
-            max_output_tokens=MAX_OUTPUT_TOKENS,
-        )
-        # Evidence first: a checker crash below must not lose what we paid for.
-        row["response"] = dump_response(response)
-        row["answer_text"] = response.output_text
-        row["cost_usd"] = reported_cost(row["response"])
-        row["reasons"] = check(case, row["response"], row["answer_text"])
+        if model.startswith(CHAT_PREFIX):
+            response = client.chat.completions.create(**chat_request(case, model))
+            # The raw chat response is the evidence; check() reads its
+            # normalised form, so one checker serves both APIs.
+            row["response"] = dump_response(response)
+            row["answer_text"] = chat_answer_text(row["response"])
+            seen = chat_as_agent(row["response"])
+        else:
+            response = client.responses.create(
+                model=model,
+                instructions=INSTRUCTIONS,
+                input=case["question"],
+                tools=[TOOL],
+                response_format=FORMAT,
+                max_steps=MAX_STEPS,
+                max_output_tokens=MAX_OUTPUT_TOKENS,
+            )
+            # Evidence first: a checker crash below must not lose what we paid for.
+            row["response"] = dump_response(response)
+            row["answer_text"] = response.output_text
+            seen = row["response"]
+        row["cost_usd"] = reported_cost(seen)
+        row["reasons"] = check(case, seen, row["answer_text"])
     except Exception as exc:  # noqa: BLE001 - every failure becomes evidence
         status = getattr(exc, "status_code", None)
         row["error"] = type(exc).__name__
@@ -718,18 +795,18 @@ def close_record(checkpoint):
 
 
 def with_retries(client, retries, pause, stats, secrets):
-    """The client, but waiting out the API's own 429 and 503 up to `retries` times.
+    """The client's two create calls, waiting out the API's own 429 and 503.
 
-    Nothing else is retried: after a timeout or a dropped connection the
+    At most `retries` extra attempts. Nothing else is retried: after a timeout or a dropped connection the
     request may have been processed and billed (the verify_outcome rule).
     stats gets attempts, waited_seconds and the redacted error_message.
     """
 
-    def create(**request):
+    def retrying(call):
         while True:
             stats["attempts"] += 1
             try:
-                return client.responses.create(**request)
+                return call()
             except Exception as exc:
                 status = getattr(exc, "status_code", None)
                 if status not in RETRY_STATUSES or stats["attempts"] > retries:
@@ -746,7 +823,14 @@ def with_retries(client, retries, pause, stats, secrets):
                 time.sleep(wait)
                 stats["waited_seconds"] += wait
 
-    return types.SimpleNamespace(responses=types.SimpleNamespace(create=create))
+    # Looked up per call, so a client without a chat API still serves Agent models.
+    return types.SimpleNamespace(
+        responses=types.SimpleNamespace(
+            create=lambda **request: retrying(lambda: client.responses.create(**request))),
+        chat=types.SimpleNamespace(completions=types.SimpleNamespace(
+            create=lambda **request: retrying(
+                lambda: client.chat.completions.create(**request)))),
+    )
 
 
 def run_plan(todo, jobs, send, on_row, pause):
@@ -998,6 +1082,8 @@ def prepare(args):
         "max_output_tokens": MAX_OUTPUT_TOKENS,
         "timeout_seconds": TIMEOUT_SECONDS,
     }
+    if any(model.startswith(CHAT_PREFIX) for model in models):
+        config["chat_request"] = chat_request_template()
     plan = run_order(models, cases, repeats)
     # Settings that cannot change an answer live outside config, so runs made
     # with different settings still compare.

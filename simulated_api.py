@@ -1,8 +1,11 @@
 """A small simulated Perplexity Agent API on 127.0.0.1, for the demo and tests.
 
-It answers POST /v1/responses like the live API: a `search_results` output
-item holding the case's RFC, an assistant message holding the JSON answer,
-and `usage.cost` in USD. It never listens on anything but loopback.
+It answers POST /v1/responses like the live Agent API (a `search_results`
+output item holding the case's RFC, an assistant message holding the JSON
+answer, `usage.cost` in USD) and POST /chat/completions like the legacy Sonar
+API (`choices`, top-level `search_results` and `citations`, `usage.cost`
+without a currency). Unknown request fields get the live API's 400. It never
+listens on anything but loopback.
 
     python simulated_api.py --port 8765      # serve until Ctrl+C
     PERPLEXITY_BASE_URL=http://127.0.0.1:8765 PERPLEXITY_API_KEY=x python regression.py
@@ -31,6 +34,14 @@ RESPONSE_FIELDS = {  # what the live API accepts; anything else is a 400
     "previous_response_id", "profile", "prompt_cache_key", "reasoning",
     "response_format", "service_tier", "skills", "step_budget_reminder",
     "store", "stream", "temperature", "tool_choice", "tools", "top_p",
+}
+CHAT_FIELDS = {  # what the live chat-completions API accepts in this SDK version
+    "best_of", "country", "disable_search", "frequency_penalty", "language_preference",
+    "max_tokens", "messages", "model", "n", "num_search_results", "presence_penalty",
+    "reasoning_effort", "response_format", "return_images", "return_related_questions",
+    "search_after_date_filter", "search_before_date_filter", "search_domain_filter",
+    "search_language_filter", "search_mode", "search_recency_filter", "stop", "stream",
+    "temperature", "tool_choice", "tools", "top_k", "top_p", "web_search_options",
 }
 COST_USD = 0.0042  # per simulated request: small, non-zero, exact in decimal
 
@@ -120,16 +131,24 @@ def respond(state, path, headers, raw_body):
         return error(400, f"invalid request; received headers: Authorization: {authorization}")
     if fault:
         return fault
-    if path.rstrip("/") != "/v1/responses" or not isinstance(body, dict):
+    route = path.rstrip("/")
+    if route not in ("/v1/responses", "/chat/completions") or not isinstance(body, dict):
         return error(404, f"no route for POST {path}")
-    unknown = sorted(set(body) - RESPONSE_FIELDS)
+    chat = route == "/chat/completions"
+    unknown = sorted(set(body) - (CHAT_FIELDS if chat else RESPONSE_FIELDS))
     if unknown:
         return error(400, f'invalid request body: json: unknown field "{unknown[0]}"')
-    case = next((c for c in state["cases"] if c["question"] == body.get("input")), None)
+    if chat:
+        messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+        question = next((m.get("content") for m in messages
+                         if isinstance(m, dict) and m.get("role") == "user"), None)
+    else:
+        question = body.get("input")
+    case = next((c for c in state["cases"] if c["question"] == question), None)
     if case is None:
         return error(400, "simulated API: the input matches no known case")
-    model = body.get("model")
-    return 200, [], agent_response(number, case, model, state["unsafe_models"])
+    build = chat_response if chat else agent_response
+    return 200, [], build(number, case, body.get("model"), state["unsafe_models"])
 
 
 def mock_transport(state):
@@ -142,6 +161,27 @@ def mock_transport(state):
         return httpx.Response(status, headers=headers, json=body)
 
     return httpx.MockTransport(handle)
+
+
+def chat_response(number, case, model, unsafe_models):
+    """A finished chat-completions response body for one case (cost has no currency)."""
+    url = rfc_url(case["rfc"])
+    return {
+        "id": f"chat_sim_{number}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant",
+                                 "content": answer_for(case, model, unsafe_models)},
+                     "delta": {"role": "assistant", "content": ""}}],
+        "search_results": [{"title": case["rfc"].upper(), "url": url,
+                            "snippet": "Simulated search result."}],
+        "citations": [url],
+        "usage": {"prompt_tokens": 900, "completion_tokens": 60, "total_tokens": 960,
+                  "cost": {"input_tokens_cost": 0.0036, "output_tokens_cost": 0.0006,
+                           "total_cost": COST_USD}},
+    }
 
 
 class Handler(BaseHTTPRequestHandler):
