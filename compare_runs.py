@@ -21,7 +21,6 @@ import copy
 import json
 import os
 import stat
-import sys
 
 import regression
 import reports

@@ -157,8 +157,6 @@ FORMAT = {
 }
 
 CHAT_PREFIX = "chat:"  # chat:sonar-pro goes through the legacy chat-completions API
-
-
 MAX_STEPS = 5  # agent steps per request: search, maybe a second search, answer
 MAX_OUTPUT_TOKENS = 4096  # the JSON answer is ~200 tokens; room for reasoning
 TIMEOUT_SECONDS = 180  # per request; a slow agent run takes about a minute
@@ -1160,18 +1158,27 @@ def main(argv=None):
     except OSError as exc:
         return fail(f"cannot write {out}: {exc.strerror}; choose a writable --out path")
     server = None
-    if args.demo is not None:
-        import simulated_api  # only the demo needs the offline server
+    try:
+        if args.demo is not None:
+            import simulated_api  # only the demo needs the offline server
 
-        server = simulated_api.start(run["cases"])
-        # trust_env=False: a proxy from the environment must never see loopback.
-        client = Perplexity(api_key=DEMO_KEY, base_url=server.url, max_retries=0,
-                            timeout=TIMEOUT_SECONDS,
-                            http_client=httpx.Client(trust_env=False))
-        print("DEMO: a simulated API on 127.0.0.1 answers for two fictional "
-              "models; every answer below is synthetic.")
-    else:
-        client = Perplexity(max_retries=0, timeout=TIMEOUT_SECONDS)
+            server = simulated_api.start(run["cases"])
+            # trust_env=False: a proxy from the environment must never see loopback.
+            client = Perplexity(api_key=DEMO_KEY, base_url=server.url, max_retries=0,
+                                timeout=TIMEOUT_SECONDS,
+                                http_client=httpx.Client(trust_env=False))
+            print("DEMO: a simulated API on 127.0.0.1 answers for two fictional "
+                  "models; every answer below is synthetic.")
+        else:
+            client = Perplexity(max_retries=0, timeout=TIMEOUT_SECONDS)
+    except Exception as exc:  # e.g. a malformed PERPLEXITY_BASE_URL
+        close_record(checkpoint)
+        if server is not None:
+            server.stop()
+        if args.resume is None:
+            os.unlink(out)  # the empty record made a moment ago: nothing is lost
+        return fail(f"cannot set up the API client: {redact(str(exc), secrets)}; "
+                    "nothing was sent; fix it and run again")
     if rows:
         print(f"Resuming {out}: {len(rows)} of {len(plan)} rows kept, "
               f"{len(plan) - len(rows)} to send.")

@@ -124,6 +124,16 @@ class EndToEndTest(unittest.TestCase):
         with open(out, "rb") as handle:
             self.assertEqual(handle.read(), first)
 
+    def test_a_malformed_base_url_is_one_line_exit_2_and_leaves_no_file(self):
+        out = os.path.join(self.folder, "r.json")
+        result = cli("regression.py", "--out", out,
+                     env={**self.env, "PERPLEXITY_BASE_URL": "http://[::1"})
+        self.assertEqual(result.returncode, 2)
+        self.assertEqual(len(result.stderr.splitlines()), 1, result.stderr)
+        self.assertIn("cannot set up the API client", result.stderr)
+        self.assertFalse(os.path.exists(out))
+        self.assertEqual(os.listdir(self.folder), [])
+
     def test_no_key_is_one_clear_error(self):
         result = cli("regression.py", "--out", os.path.join(self.folder, "r.json"),
                      env={"PERPLEXITY_BASE_URL": self.server.url})
