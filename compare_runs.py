@@ -248,6 +248,8 @@ def main(argv=None):
                         help="write a synthetic before/after pair into NEW_DIR and compare it")
     parser.add_argument("--summary-md", metavar="FILE",
                         help="append a Markdown view, e.g. to $GITHUB_STEP_SUMMARY")
+    # A usage error is one line, as CI logs read best; --help shows the usage.
+    parser.print_usage = lambda file=None: None
     args = parser.parse_args(argv)
     problem = args.summary_md is not None and reports.append_problem(args.summary_md)
     if problem:

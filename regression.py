@@ -1015,6 +1015,8 @@ def parse_args(argv):
         help="run offline against a simulated API and write NEW_DIR/results.json "
         "(no key needed, data is synthetic)",
     )
+    # A usage error is one line, as CI logs read best; --help shows the usage.
+    parser.print_usage = lambda file=None: None
     args = parser.parse_args(argv)
     if args.models is not None and len(set(args.models)) != len(args.models):
         duplicates = sorted({m for m in args.models if args.models.count(m) > 1})

@@ -64,7 +64,8 @@ class BadInputTest(unittest.TestCase):
             with self.subTest(name):
                 code, errors = self.usage_error(args, env)
                 self.assertEqual(code, 2)
-                self.assertIn(words, errors.splitlines()[-1])
+                self.assertEqual(len(errors.splitlines()), 1, errors)
+                self.assertIn(words, errors)
                 self.assertFalse(os.path.exists(self.out))
                 self.assertNotIn("Traceback", errors)
 
