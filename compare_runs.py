@@ -215,8 +215,8 @@ def demo(folder, summary_md=None):
     for name, record in (("before.json", before), ("after.json", after)):
         with open(os.path.join(folder, name), "x", encoding="utf-8") as handle:
             json.dump(record, handle, indent=2)
-    print(f"SYNTHETIC demo data written to {folder}/before.json and after.json; "
-          "no model was called.")
+    print(f"SYNTHETIC: synthetic demo records, made offline; no model was called "
+          f"({folder}/before.json, {folder}/after.json).")
     return compare(before, after, summary_md)
 
 

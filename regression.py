@@ -7,13 +7,21 @@ rules, and saves every response as evidence.
     export PERPLEXITY_API_KEY=...
     python regression.py                                  # 2 models x 4 cases
     python regression.py --models openai/gpt-5.6-sol --repeats 3 --out run.json
+    python regression.py --jobs 8 --junit junit.xml --summary-md summary.md
+    python regression.py --models chat:sonar-pro openai/gpt-5.6-sol   # migration
+    python regression.py --cases incident.toml --max-cost 2
+    python regression.py --resume run.json                # finish an interrupted run
     python regression.py --demo demo-run                  # offline, no key
 
+The file reads top to bottom: what is sent (constants), pure checking and
+summarising, I/O (one request, the record on disk, running the plan), and the
+command line.
+
 Exit codes:
-    0  every check passed on a complete run
-    1  a check failed (a model gave a wrong or unsupported answer)
-    2  the run could not be completed (bad input, API or execution error,
-       interrupted): the verdict is unknown
+    0    every check passed on a complete run
+    1    a check failed (a model gave a wrong or unsupported answer)
+    2    no verdict: bad input, an API or execution error, a budget stop
+    130  interrupted by Ctrl+C, 143 by SIGTERM (the record is saved; --resume)
 """
 
 import argparse
@@ -184,7 +192,8 @@ DEMO_MODELS = ["offline/careful", "offline/hasty"]  # fictional on purpose
 DEMO_KEY = "offline-demo-key"  # the simulated API accepts any key
 
 # --------------------------------------------------------------------------
-# Part 2: pure checking. Data in, data out: no network, no files.
+# Part 2: pure functions: check, summarise, validate, redact. Data in, data
+# out: no network, no files, no clock but what is passed in.
 # --------------------------------------------------------------------------
 
 
@@ -608,7 +617,7 @@ def row_line(row):
 
 
 # --------------------------------------------------------------------------
-# Part 3: I/O. One API request, and the record on disk.
+# Part 3: I/O. One API request, the record on disk, running the plan.
 # --------------------------------------------------------------------------
 
 
