@@ -579,14 +579,34 @@ def resume_problem(record, config, code_hash, sdk):
     return None
 
 
+def saved_row_problem(row):
+    """Why a saved row cannot be trusted as evidence, or None."""
+    if not isinstance(row, dict):
+        return "is not an object"
+    if not (isinstance(row.get("model"), str) and isinstance(row.get("case_id"), str)
+            and type(row.get("repeat")) is int):
+        return "has no valid model, case_id and repeat"
+    reasons, cost = row.get("reasons"), row.get("cost_usd")
+    if not isinstance(reasons, list) or row.get("passed") is not (not reasons):
+        return "has passed and reasons that disagree"
+    try:
+        if cost is not None and not Decimal(cost).is_finite():
+            raise InvalidOperation
+    except (InvalidOperation, TypeError, ValueError):
+        return "has an invalid cost_usd"
+    return None
+
+
 def rows_to_keep(runs, plan):
     """{plan index: row} for saved rows without an execution error, or ValueError."""
     places = {(model, case["id"], repeat): index
               for index, (repeat, case, model) in enumerate(plan)}
     kept, seen = {}, set()
     for number, row in enumerate(runs, 1):
-        key = (row.get("model"), row.get("case_id"), row.get("repeat")) \
-            if isinstance(row, dict) else None
+        problem = saved_row_problem(row)
+        if problem:
+            raise ValueError(f"run {number} {problem}")
+        key = (row["model"], row["case_id"], row["repeat"])
         if key not in places or key in seen:
             raise ValueError(f"run {number} is not one of this run's requests")
         seen.add(key)

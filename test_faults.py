@@ -274,6 +274,12 @@ class InProcessTest(unittest.TestCase):
             ("foreign row", variant(lambda r: r["runs"].append(dict(r["runs"][0], repeat=5))),
              "not one of this run"),
             ("not a record", variant(lambda r: r.pop("config")), "not a record"),
+            ("row model a list", variant(lambda r: r["runs"][0].update(model=["x"])),
+             "no valid model"),
+            ("row passed disagrees", variant(lambda r: r["runs"][0].update(passed=False)),
+             "disagree"),
+            ("row cost not a number", variant(lambda r: r["runs"][0].update(cost_usd="cheap")),
+             "invalid cost_usd"),
             ("missing", os.path.join(self.folder, "none.json"), "No such file"),
         ]
         for name, path, words in table:
