@@ -202,6 +202,7 @@ class CliTest(unittest.TestCase):
         table = [
             ("missing file", os.path.join(self.folder, "nope.json")),
             ("a directory", self.folder),
+            ("a FIFO, which must not hang", self.fifo("pipe.json")),
             ("not JSON", self.write("bad.json", "{nope")),
             ("empty file", self.write("empty.json", "")),
             ("not UTF-8", self.binary("latin.json", b'{"config": "\xff\xfe"}')),
@@ -214,6 +215,11 @@ class CliTest(unittest.TestCase):
                 self.assertEqual(code, 2)
                 self.assertTrue(output.startswith("NOT_COMPARABLE: "), output)
                 self.assertEqual(len(output.splitlines()), 1)
+
+    def fifo(self, name):
+        path = os.path.join(self.folder, name)
+        os.mkfifo(path)
+        return path
 
     def binary(self, name, content):
         path = os.path.join(self.folder, name)
