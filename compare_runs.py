@@ -188,17 +188,8 @@ def demo_record(unsafe_models):
         })
     return {
         "created_at": "1970-01-01T00:00:00+00:00",
-        "config": {
-            "models": [model],
-            "cases": copy.deepcopy(regression.CASES),
-            "instructions": regression.INSTRUCTIONS,
-            "tool": copy.deepcopy(regression.TOOL),
-            "response_format": copy.deepcopy(regression.FORMAT),
-            "repeats": 1,
-            "max_steps": regression.MAX_STEPS,
-            "max_output_tokens": regression.MAX_OUTPUT_TOKENS,
-            "timeout_seconds": regression.TIMEOUT_SECONDS,
-        },
+        # A deep copy, so that nothing done to a demo record reaches regression's own.
+        "config": copy.deepcopy(regression.run_config([model], regression.CASES, 1)),
         "sdk_version": regression.sdk_version(),
         "code_sha256": regression.code_sha256(),
         "evidence": "synthetic",

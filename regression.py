@@ -357,6 +357,24 @@ def chat_as_agent(raw):
     return normal
 
 
+def run_config(models, cases, repeats):
+    """Everything sent that can change an answer: the record's `config`."""
+    config = {
+        "models": models,
+        "cases": cases,
+        "instructions": INSTRUCTIONS,
+        "tool": TOOL,
+        "response_format": FORMAT,
+        "repeats": repeats,
+        "max_steps": MAX_STEPS,
+        "max_output_tokens": MAX_OUTPUT_TOKENS,
+        "timeout_seconds": TIMEOUT_SECONDS,
+    }
+    if any(model.startswith(CHAT_PREFIX) for model in models):
+        config["chat_request"] = chat_request_template()
+    return config
+
+
 def expected_keys(models, repeats, cases=None):
     """Every (model, case id, repeat) a complete run must hold exactly once."""
     return {
@@ -1100,19 +1118,7 @@ def prepare(args):
     for flag, path in (("--junit", args.junit), ("--summary-md", args.summary_md)):
         if path is not None and os.path.abspath(path) == os.path.abspath(out):
             raise ValueError(f"{flag} {path} is the record itself; name another file")
-    config = {
-        "models": models,
-        "cases": cases,
-        "instructions": INSTRUCTIONS,
-        "tool": TOOL,
-        "response_format": FORMAT,
-        "repeats": repeats,
-        "max_steps": MAX_STEPS,
-        "max_output_tokens": MAX_OUTPUT_TOKENS,
-        "timeout_seconds": TIMEOUT_SECONDS,
-    }
-    if any(model.startswith(CHAT_PREFIX) for model in models):
-        config["chat_request"] = chat_request_template()
+    config = run_config(models, cases, repeats)
     plan = run_order(models, cases, repeats)
     # Settings that cannot change an answer live outside config, so runs made
     # with different settings still compare.
