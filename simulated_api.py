@@ -184,6 +184,26 @@ def chat_response(number, case, model, unsafe_models):
     }
 
 
+def sdk_client(state, before_request=None, api_key="test-key-0123", **options):
+    """A real Perplexity client whose HTTP is answered in-process by respond().
+
+    before_request(request) runs first for every request; a test uses it to
+    record, delay or fail requests. options go to Perplexity (max_retries...).
+    """
+    import httpx
+    from perplexity import Perplexity
+
+    transport = mock_transport(state)
+
+    def handle(request):
+        if before_request is not None:
+            before_request(request)
+        return transport.handle_request(request)
+
+    return Perplexity(api_key=api_key, http_client=httpx.Client(
+        transport=httpx.MockTransport(handle)), **options)
+
+
 class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):  # keep test and demo output clean
         pass

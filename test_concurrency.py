@@ -14,8 +14,6 @@ import time
 import unittest
 from unittest import mock
 
-import httpx
-from perplexity import Perplexity
 
 import regression
 import simulated_api
@@ -43,18 +41,15 @@ class JobsTest(unittest.TestCase):
         self.addCleanup(patcher.stop)
 
     def fake_perplexity(self, **kwargs):
-        transport = simulated_api.mock_transport(self.state)
         lock = threading.Lock()
 
-        def handle(request):
+        def before_request(request):
             with lock:
                 self.arrivals.append(json.loads(request.content)["model"])
                 number = len(self.arrivals)
             time.sleep(self.delay(number))
-            return transport.handle_request(request)
 
-        return Perplexity(api_key="test-key", http_client=httpx.Client(
-            transport=httpx.MockTransport(handle)), **kwargs)
+        return simulated_api.sdk_client(self.state, before_request, **kwargs)
 
     def run_main(self, *args):
         out = os.path.join(self.folder, f"run{len(os.listdir(self.folder))}.json")

@@ -74,8 +74,7 @@ class Harness(unittest.TestCase):
         return self.path(name)
 
     def fake_perplexity(self, **kwargs):
-        return Perplexity(api_key=KEY, http_client=httpx.Client(
-            transport=simulated_api.mock_transport(self.state)), **kwargs)
+        return simulated_api.sdk_client(self.state, api_key=KEY, **kwargs)
 
     def main(self, *args):
         output, errors = io.StringIO(), io.StringIO()

@@ -18,7 +18,6 @@ from email.utils import format_datetime
 from unittest import mock
 
 import httpx
-from perplexity import Perplexity
 
 import compare_runs
 import regression
@@ -108,15 +107,11 @@ class RetryTest(unittest.TestCase):
         self.addCleanup(sleep.stop)
 
     def client(self):
-        transport = simulated_api.mock_transport(self.state)
-
-        def handle(request):
+        def before_request(request):
             if self.raise_in_transport:
                 raise self.raise_in_transport(request)
-            return transport.handle_request(request)
 
-        return Perplexity(api_key=KEY, max_retries=0, http_client=httpx.Client(
-            transport=httpx.MockTransport(handle)))
+        return simulated_api.sdk_client(self.state, before_request, api_key=KEY, max_retries=0)
 
     def send(self, retries=2):
         stats = {"attempts": 0, "waited_seconds": 0.0, "error_message": None}
@@ -191,14 +186,9 @@ class InProcessTest(unittest.TestCase):
         self.addCleanup(patcher.stop)
 
     def fake_perplexity(self, **kwargs):
-        transport = simulated_api.mock_transport(self.state)
-
-        def handle(request):
-            self.arrivals.append(time.monotonic())
-            return transport.handle_request(request)
-
-        return Perplexity(api_key=KEY, http_client=httpx.Client(
-            transport=httpx.MockTransport(handle)), **kwargs)
+        return simulated_api.sdk_client(
+            self.state, lambda request: self.arrivals.append(time.monotonic()),
+            api_key=KEY, **kwargs)
 
     def main(self, *args):
         output, errors = io.StringIO(), io.StringIO()

@@ -9,8 +9,6 @@ import tempfile
 import unittest
 from unittest import mock
 
-import httpx
-from perplexity import Perplexity
 
 import regression
 import simulated_api
@@ -264,16 +262,8 @@ class SummaryTest(unittest.TestCase):
 
 
 def sdk_client(state, before_request=None):
-    """A real Perplexity client whose HTTP goes to the in-process simulated API."""
-    transport = simulated_api.mock_transport(state)
-
-    def handle(request):
-        if before_request:
-            before_request(request)
-        return transport.handle_request(request)
-
-    return Perplexity(api_key="test-key", max_retries=0, timeout=180,
-                      http_client=httpx.Client(transport=httpx.MockTransport(handle)))
+    return simulated_api.sdk_client(state, before_request, api_key="test-key",
+                                    max_retries=0, timeout=180)
 
 
 class RequestTest(unittest.TestCase):
