@@ -1,12 +1,14 @@
-# make test: the offline suite; make demo: the runner and the comparison, offline.
-# Both create .venv from requirements.txt when it is missing or out of date.
+# make test: the offline suite; make test-fast: its in-process tier (seconds);
+# make demo: the runner and the comparison, offline, with their evidence pages.
+# Each creates .venv from requirements.txt when it is missing or out of date.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-TESTS := test_regression test_compare_runs test_hardening test_concurrency test_faults test_ecosystem test_migration
+TESTS := test_regression test_record test_compare_runs test_reports test_evidence_page test_hardening
+FAST := test_regression test_compare_runs test_reports test_evidence_page
 
-.PHONY: test demo bench clean
+.PHONY: test test-fast demo bench clean
 
 $(STAMP): requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +17,9 @@ $(STAMP): requirements.txt
 
 test: $(STAMP)
 	$(PY) -W error -m unittest -v $(TESTS)
+
+test-fast: $(STAMP)
+	$(PY) -W error -m unittest $(FAST)
 
 demo: $(STAMP)
 	@dir=$$(mktemp -d demo-XXXXXX); \

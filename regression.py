@@ -7,56 +7,74 @@ rules, and saves every response as evidence.
     export PERPLEXITY_API_KEY=...
     python regression.py                                  # 2 models x 4 cases
     python regression.py --models openai/gpt-5.6-sol --repeats 3 --out run.json
-    python regression.py --jobs 8 --junit junit.xml --summary-md summary.md
+    python regression.py --jobs 8 --junit junit.xml --summary-md summary.md --html run.html
     python regression.py --models chat:sonar-pro openai/gpt-5.6-sol   # migration
-    python regression.py --cases incident.toml --max-cost 2
+    python regression.py --cases incident.toml --instructions advisor.txt --max-cost 2
     python regression.py --resume run.json                # finish an interrupted run
+    python regression.py --regrade run.json --out regraded.json   # re-check, send nothing
     python regression.py --demo demo-run                  # offline, no key
 
-The file reads top to bottom: what is sent (constants), pure checking and
-summarising, I/O (one request, the record on disk, running the plan), and the
-command line.
+The file reads top to bottom: what is sent (constants); pure checking and
+summarising; I/O (one request with its retries, the run plan, the record and
+the reports); the command line.
 
 Exit codes:
     0    every check passed on a complete run
     1    a check failed (a model gave a wrong or unsupported answer)
-    2    no verdict: bad input, an API or execution error, a budget stop
+    2    no verdict: bad input, an API or execution error, a budget stop, a crash
     130  interrupted by Ctrl+C, 143 by SIGTERM (the record is saved; --resume)
 """
 
+import sys
+
+if sys.version_info < (3, 11):  # tomllib, and the exit code: a crash must not be 1
+    print(f"regression.py: error: needs Python 3.11 or later, this is "
+          f"{sys.version.split()[0]}; run it with python3.11 or newer", file=sys.stderr)
+    raise SystemExit(2)
+
 import argparse
 import contextlib
+import copy
+import dataclasses
 import email.utils
+import functools
 import hashlib
 import importlib.metadata
 import json
+import math
 import os
 import queue
 import random
 import re
+import shlex
 import signal
-import sys
 import threading
 import time
 import tomllib
+import traceback
 import types
 import urllib.parse
 from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-import httpx
-from perplexity import Perplexity
+try:
+    import httpx
+    from perplexity import Perplexity
+except ModuleNotFoundError as missing:
+    print(f"regression.py: error: the package {missing.name} is not installed; run "
+          "'make test' once, or: pip install -r requirements.txt", file=sys.stderr)
+    raise SystemExit(2) from None
 
+import record
 import reports
+from record import ACTIONS, MAX_REPEATS
 
 # --------------------------------------------------------------------------
 # Part 1: what is sent. Every value here is recorded in the run's `config`.
 # --------------------------------------------------------------------------
 
 MODELS = ["openai/gpt-5.6-sol", "anthropic/claude-sonnet-4-6"]
-
-ACTIONS = ("wait_then_retry", "refresh_precondition", "verify_outcome")
 
 CASES = [
     {
@@ -167,9 +185,8 @@ FORMAT = {
 CHAT_PREFIX = "chat:"  # chat:sonar-pro goes through the legacy chat-completions API
 MAX_STEPS = 5  # agent steps per request: search, maybe a second search, answer
 MAX_OUTPUT_TOKENS = 4096  # the JSON answer is ~200 tokens; room for reasoning
-TIMEOUT_SECONDS = 180  # per request; a slow agent run takes about a minute
+TIMEOUT_SECONDS = 180  # per request, in total: a slow agent run takes about a minute
 MAX_JOBS = 32  # requests in flight; more mostly buys rate limits
-MAX_REPEATS = 10  # a run is an observation; more repeats cost money, not truth
 ANSWER_KEYS = {"code": str, "next_action": str, "source_urls": list}
 APPROVED_NETLOCS = {
     host + port
@@ -182,17 +199,16 @@ MAX_RETRIES = 10
 MAX_RETRY_WAIT = 120  # seconds; a longer Retry-After is waited out at this cap
 BACKOFF_BASE = 1.0  # seconds before the first retry without Retry-After, doubling
 BACKOFF_CAP = 30.0  # seconds
+PAUSE_SLICE = 0.2  # seconds between looks at a stop while a 429 pause runs
 MESSAGE_LIMIT = 500  # characters of an API error message kept in a row
 MIN_SECRET_LENGTH = 8  # shorter "keys" would redact ordinary words in evidence
-CASE_FIELDS = ("id", "expected", "rfc", "action", "question")
-CASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # safe in lines, XML, Markdown
-STATUS = re.compile(r"[1-5][0-9][0-9]|unknown")
-RFC_NAME = re.compile(r"rfc[1-9][0-9]{0,4}")
+MAX_INSTRUCTIONS_BYTES = 64 << 10  # an instructions file is a page of rules, not a book
 DEMO_MODELS = ["offline/careful", "offline/hasty"]  # fictional on purpose
 DEMO_KEY = "offline-demo-key"  # the simulated API accepts any key
+REPORTS = ("junit", "summary_md", "html")  # report options, kept in the record's execution
 
 # --------------------------------------------------------------------------
-# Part 2: pure functions: check, summarise, validate, redact. Data in, data
+# Part 2: pure functions: check, summarise, redact, describe. Data in, data
 # out: no network, no files, no clock but what is passed in.
 # --------------------------------------------------------------------------
 
@@ -308,11 +324,11 @@ def chat_request_template():
     }
 
 
-def chat_request(case, model):
+def chat_request(case, model, instructions=INSTRUCTIONS):
     """The chat-completions request for one case; the expected answer is never sent."""
     request = chat_request_template()
     request["model"] = model[len(CHAT_PREFIX):]
-    request["messages"] = [{"role": "system", "content": INSTRUCTIONS},
+    request["messages"] = [{"role": "system", "content": instructions},
                            {"role": "user", "content": case["question"]}]
     return request
 
@@ -357,12 +373,17 @@ def chat_as_agent(raw):
     return normal
 
 
-def run_config(models, cases, repeats):
+def answer_seen(model, response):
+    """The response as check() and reported_cost() read it (chat ones normalised)."""
+    return chat_as_agent(response) if model.startswith(CHAT_PREFIX) else response
+
+
+def run_config(models, cases, repeats, instructions=INSTRUCTIONS):
     """Everything sent that can change an answer: the record's `config`."""
     config = {
         "models": models,
         "cases": cases,
-        "instructions": INSTRUCTIONS,
+        "instructions": instructions,
         "tool": TOOL,
         "response_format": FORMAT,
         "repeats": repeats,
@@ -375,131 +396,91 @@ def run_config(models, cases, repeats):
     return config
 
 
-def expected_keys(models, repeats, cases=None):
-    """Every (model, case id, repeat) a complete run must hold exactly once."""
-    return {
-        (model, case["id"], repeat)
-        for repeat in range(1, repeats + 1)
-        for case in (CASES if cases is None else cases)
-        for model in models
-    }
+def run_order(models, cases, repeats):
+    """(repeat, case, model) in the saved order: repeats from 0, models reversed on odd ones."""
+    order = []
+    for repeat in range(repeats):
+        ordered_models = list(reversed(models)) if repeat % 2 else list(models)
+        for case in cases:
+            order.extend((repeat, case, model) for model in ordered_models)
+    return order
 
 
-# summary() is a fold over rows, so that a long run can keep it up to date in
-# constant time per row (main) and still get exactly summary()'s answer.
+class Tally:
+    """summary() as a running count, so a long run keeps it current in constant
+    time per row and still gets exactly summary()'s answer."""
 
+    def __init__(self, models, repeats, cases=None):
+        cases = CASES if cases is None else cases
+        self.expected = {(model, case["id"], repeat) for repeat in range(repeats)
+                         for case in cases for model in models}
+        self.seen = set()
+        self.unexpected = 0  # duplicate keys or keys outside the plan
+        self.errors = self.failed = 0
+        self.models = {model: {"passed": 0, "total": 0, "cost": Decimal(0), "cost_known": True,
+                               "cases": {case["id"]: {"passed": 0, "runs": 0} for case in cases}}
+                       for model in models}
 
-def new_tally(models, repeats, cases=None):
-    """An empty running count for summary_of()."""
-    return {
-        "expected": expected_keys(models, repeats, cases),
-        "seen": set(),
-        "unexpected": 0,  # duplicate keys or keys outside the plan
-        "errors": 0,
-        "failed": 0,
-        "models": {model: {"passed": 0, "total": 0, "cost": Decimal(0), "cost_known": True,
-                           "cases": {case["id"]: {"passed": 0, "runs": 0}
-                                     for case in (CASES if cases is None else cases)}}
-                   for model in models},
-    }
-
-
-def count_row(tally, row):
-    key = (row.get("model"), row.get("case_id"), row.get("repeat"))
-    try:
-        fresh = key in tally["expected"] and key not in tally["seen"]
-        tally["seen"].add(key)
-    except TypeError:  # an unhashable value in a key: certainly not expected
-        fresh = False
-    tally["unexpected"] += not fresh
-    tally["errors"] += bool(row.get("error"))
-    passed = row.get("passed") is True
-    tally["failed"] += not passed
-    counts = tally["models"].get(row.get("model"))
-    if counts is not None:
+    def add(self, row):
+        key = (row.get("model"), row.get("case_id"), row.get("repeat"))
+        try:
+            fresh = key in self.expected and key not in self.seen
+            self.seen.add(key)
+        except TypeError:  # an unhashable value in a key: certainly not expected
+            fresh = False
+        self.unexpected += not fresh
+        self.errors += bool(row.get("error"))
+        passed = row.get("passed") is True
+        self.failed += not passed
+        counts = self.models.get(row.get("model"))
+        if counts is None:
+            return
         counts["total"] += 1
         counts["passed"] += passed
         case = counts["cases"].get(row.get("case_id"))
         if case is not None:
             case["runs"] += 1
             case["passed"] += passed
-        cost = row.get("cost_usd")
-        if cost is None:
+        if row.get("cost_usd") is None:
             counts["cost_known"] = False
         else:
-            counts["cost"] += Decimal(cost)
+            counts["cost"] += Decimal(row["cost_usd"])
 
+    def spent(self):
+        """(reported USD so far, whether every row so far reported a cost)."""
+        counts = self.models.values()
+        return (sum((c["cost"] for c in counts), Decimal(0)),
+                all(c["cost_known"] for c in counts))
 
-def summary_of(tally):
-    complete = not tally["unexpected"] and tally["seen"] == tally["expected"]
-    models = {
-        model: {
-            "passed": counts["passed"],
-            "total": counts["total"],
-            "qualified": complete and counts["passed"] == counts["total"],
-            "reported_cost_usd": str(counts["cost"]) if counts["cost_known"] else None,
-            # Pass rates over repeats: a flaky case still fails the gate.
-            "cases": {case_id: {**rate, "flaky": 0 < rate["passed"] < rate["runs"]}
-                      for case_id, rate in counts["cases"].items()},
+    def summary(self):
+        complete = not self.unexpected and self.seen == self.expected
+        models = {
+            model: {
+                "passed": counts["passed"],
+                "total": counts["total"],
+                "qualified": complete and counts["passed"] == counts["total"],
+                "reported_cost_usd": str(counts["cost"]) if counts["cost_known"] else None,
+                # Pass rates over repeats: a flaky case still fails the gate.
+                "cases": {case_id: {**rate, "flaky": 0 < rate["passed"] < rate["runs"]}
+                          for case_id, rate in counts["cases"].items()},
+            }
+            for model, counts in self.models.items()
         }
-        for model, counts in tally["models"].items()
-    }
-    if not complete or tally["errors"]:
-        exit_code = 2
-    elif tally["failed"]:
-        exit_code = 1
-    else:
-        exit_code = 0
-    return {"complete": complete, "models": models, "exit_code": exit_code}
+        if not complete or self.errors:
+            exit_code = 2
+        elif self.failed:
+            exit_code = 1
+        else:
+            exit_code = 0
+        return {"complete": complete, "models": models, "exit_code": exit_code}
 
 
 def summary(rows, models, repeats, cases=None):
     """Per-model totals and the run's exit code (0 pass, 1 failed, 2 unknown)."""
-    tally = new_tally(models, repeats, cases)
+    tally = Tally(models, repeats, cases)
     for row in rows:
-        count_row(tally, row)
-    return summary_of(tally)
-
-
-def validate_cases(data, source):
-    """The cases in a --cases file, or ValueError naming the case and the field."""
-    if isinstance(data, dict) and set(data) == {"cases"}:
-        data = data["cases"]
-    if not isinstance(data, list) or not data:
-        raise ValueError(f"{source}: expected a non-empty list of cases "
-                         "(a JSON list, or `cases` tables in TOML)")
-    seen = set()
-    for number, case in enumerate(data, 1):
-        where = f"{source}: case {number}"
-        if not isinstance(case, dict):
-            raise ValueError(f"{where}: must be an object with {', '.join(CASE_FIELDS)}")
-        if isinstance(case.get("id"), str):
-            where += f" ({case['id']})"
-        unknown = sorted(set(case) - set(CASE_FIELDS))
-        missing = [field for field in CASE_FIELDS if field not in case]
-        if unknown or missing:
-            problem = f"unknown field {unknown[0]}" if unknown else f"missing field {missing[0]}"
-            raise ValueError(f"{where}: {problem}; a case has exactly {', '.join(CASE_FIELDS)}")
-        rules = [
-            ("id", lambda v: CASE_ID.fullmatch(v), "letters, digits, . _ - (at most 64)"),
-            ("expected", lambda v: STATUS.fullmatch(v), "a three-digit status or unknown"),
-            ("rfc", lambda v: RFC_NAME.fullmatch(v), "like rfc9110"),
-            ("action", lambda v: v in ACTIONS, "one of " + ", ".join(ACTIONS)),
-            ("question", lambda v: v.strip(), "the non-empty log the model sees"),
-        ]
-        for field, rule, wanted in rules:
-            if not isinstance(case[field], str) or not rule(case[field]):
-                raise ValueError(f"{where}: field {field} must be {wanted}")
-        if case["id"] in seen:
-            raise ValueError(f"{where}: field id repeats an earlier case")
-        seen.add(case["id"])
-    return [{field: case[field] for field in CASE_FIELDS} for case in data]
-
-
-def spent(tally):
-    """(reported USD so far, whether every row so far reported a cost)."""
-    counts = tally["models"].values()
-    return sum((c["cost"] for c in counts), Decimal(0)), all(c["cost_known"] for c in counts)
+        tally.add(row)
+    return tally.summary()
 
 
 def verdict_line(result):
@@ -531,34 +512,58 @@ def pass_rate_lines(result):
     ]
 
 
+def row_line(row):
+    """One console line per row: repeat, model, case, verdict, cost, seconds."""
+    verdict = "PASS" if row["passed"] else "FAIL " + ",".join(row["reasons"])
+    if row.get("error"):
+        status = f" HTTP {row['error_status']}" if row.get("error_status") else ""
+        message = f": {row['error_message']}" if row.get("error_message") else ""
+        verdict += f" ({row['error']}{status}{message})"
+    cost = "cost unknown" if row["cost_usd"] is None else f"${row['cost_usd']}"
+    return reports.visible(f"repeat {row['repeat']} {row['model']} {row['case_id']} "
+                           f"{verdict} {cost} {row['seconds']}s")
+
+
 def retry_after_seconds(value, now):
-    """Seconds to wait from a Retry-After header (seconds or HTTP-date), capped."""
+    """Seconds to wait from a Retry-After header (seconds or HTTP-date), capped.
+
+    None for anything unreadable (a superscript digit, a 5,000-digit number):
+    the caller then backs off as if the header were absent.
+    """
     if not isinstance(value, str) or not value.strip():
         return None
     value = value.strip()
-    if value.isdigit():
+    if re.fullmatch(r"[0-9]{1,9}", value):
         return float(min(int(value), MAX_RETRY_WAIT))
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError, IndexError):
         return None
-    if when.tzinfo is None:
+    if when is None or when.tzinfo is None:
         return None
     return min(max((when - now).total_seconds(), 0.0), float(MAX_RETRY_WAIT))
 
 
 def backoff_seconds(attempt, rng=random):
     """Bounded exponential backoff with jitter, for a 429/503 without Retry-After."""
-    ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** (attempt - 1))
+    ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** min(attempt - 1, 30))
     return ceiling / 2 + rng.uniform(0, ceiling / 2)
 
 
-def redact_key(text, secrets):
-    """text with every occurrence of a secret, raw or JSON-escaped, replaced."""
+def secret_patterns(secrets):
+    """Case-insensitive patterns for each secret long enough to redact, raw or JSON-escaped."""
+    patterns = []
     for secret in secrets:
         if len(secret) >= MIN_SECRET_LENGTH:
-            text = text.replace(secret, "[REDACTED]")
-            text = text.replace(json.dumps(secret)[1:-1], "[REDACTED]")
+            forms = {secret, json.dumps(secret)[1:-1]}
+            patterns.append(re.compile("|".join(re.escape(f) for f in forms), re.IGNORECASE))
+    return patterns
+
+
+def redact_key(text, secrets):
+    """text with every occurrence of a secret, in any case, replaced."""
+    for pattern in secret_patterns(secrets):
+        text = pattern.sub("[REDACTED]", text)
     return text
 
 
@@ -566,7 +571,25 @@ def redact(text, secrets):
     """text without the API key or anything shaped like a bearer token or key."""
     text = redact_key(text, secrets)
     text = re.sub(r"(?i)(bearer\s+)[^\s'\",;}\]]+", r"\1[REDACTED]", text)
-    return re.sub(r"pplx-[A-Za-z0-9_\-]+", "[REDACTED]", text)
+    return re.sub(r"(?i)pplx-[A-Za-z0-9_\-]+", "[REDACTED]", text)
+
+
+def clean(value, patterns):
+    """value as standard JSON data without any secret: strings redacted one by one
+    (so the JSON around them can never break), NaN and Infinity spelled as strings."""
+    if isinstance(value, str):
+        for pattern in patterns:
+            value = pattern.sub("[REDACTED]", value)
+        return value
+    if isinstance(value, dict):
+        return {clean(str(k), patterns): clean(v, patterns) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(item, patterns) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value).replace("inf", "Infinity").replace("nan", "NaN")
+    if isinstance(value, int) and not isinstance(value, bool) and patterns:
+        return value if clean(str(value), patterns) == str(value) else "[REDACTED]"
+    return value
 
 
 def error_message(exc, secrets):
@@ -580,82 +603,79 @@ def error_message(exc, secrets):
     return redact(message, secrets)[:MESSAGE_LIMIT]
 
 
-def resume_problem(record, config, code_hash, sdk):
-    """Why this record cannot be resumed by this code, or None."""
-    differing = sorted(k for k in set(config) | set(record["config"])
-                       if record["config"].get(k) != config.get(k))
+def failed_run_message(response):
+    """The API's message when it reports the agent run itself as failed, else None."""
+    if not isinstance(response, dict) or response.get("status") != "failed":
+        return None
+    error = response.get("error")
+    message = error.get("message") if isinstance(error, dict) else None
+    return message if isinstance(message, str) and message else "the agent run failed"
+
+
+def resume_problem(saved, config, code_hash, sdk):
+    """Why this code cannot resume a saved record whose config it would send, or None."""
+    differing = sorted(k for k in set(config) | set(saved["config"])
+                       if saved["config"].get(k) != config.get(k))
     if differing:
         return (f"its config differs in {', '.join(differing)} from what this "
-                "regression.py would send; start a new run with --out")
-    if record.get("code_sha256") != code_hash:
-        return "it was made by a different regression.py (code_sha256); start a new run"
-    if record.get("sdk_version") != sdk:
-        return (f"it was made with perplexityai {record.get('sdk_version')}, this is "
+                "regression.py sends; start a new run with --out")
+    if saved.get("code_sha256") != code_hash:
+        return ("it was made by a different regression.py (code_sha256); start a new run, "
+                "or re-check it with --regrade")
+    if saved.get("sdk_version") != sdk:
+        return (f"it was made with perplexityai {saved.get('sdk_version')!r}, this is "
                 f"{sdk}; start a new run")
-    if record.get("evidence", "live") != "live":
+    if saved.get("evidence", "live") != "live":
         return "it holds synthetic demo data; run the demo again instead"
     return None
 
 
-def saved_row_problem(row):
-    """Why a saved row cannot be trusted as evidence, or None."""
-    if not isinstance(row, dict):
-        return "is not an object"
-    if not (isinstance(row.get("model"), str) and isinstance(row.get("case_id"), str)
-            and type(row.get("repeat")) is int):
-        return "has no valid model, case_id and repeat"
-    reasons, cost = row.get("reasons"), row.get("cost_usd")
-    if not isinstance(reasons, list) or row.get("passed") is not (not reasons):
-        return "has passed and reasons that disagree"
-    try:
-        if cost is not None and not Decimal(cost).is_finite():
-            raise InvalidOperation
-    except (InvalidOperation, TypeError, ValueError):
-        return "has an invalid cost_usd"
-    return None
+def regraded(row, case):
+    """A saved row re-checked by this checker; execution errors stay as they were."""
+    if row.get("error") or not isinstance(row.get("response"), dict):
+        return dict(row)
+    seen = answer_seen(row["model"], row["response"])
+    reasons = check(case, seen, row.get("answer_text"))
+    return {**row, "cost_usd": reported_cost(seen), "reasons": reasons, "passed": not reasons}
 
 
-def rows_to_keep(runs, plan):
-    """{plan index: row} for saved rows without an execution error, or ValueError."""
+def kept_rows(saved_rows, entries, cases):
+    """{plan index: row} for saved rows without an execution error, or ValueError.
+
+    Every kept verdict is checked again against its saved response: a row
+    edited to pass is refused, never trusted.
+    """
     places = {(model, case["id"], repeat): index
-              for index, (repeat, case, model) in enumerate(plan)}
-    kept, seen = {}, set()
-    for number, row in enumerate(runs, 1):
-        problem = saved_row_problem(row)
-        if problem:
-            raise ValueError(f"run {number} {problem}")
-        key = (row["model"], row["case_id"], row["repeat"])
-        if key not in places or key in seen:
-            raise ValueError(f"run {number} is not one of this run's requests")
-        seen.add(key)
-        if not row.get("error"):
-            kept[places[key]] = row
+              for index, (repeat, case, model) in enumerate(entries)}
+    by_id = {case["id"]: case for case in cases}
+    kept = {}
+    for key, row in saved_rows.items():
+        if row.get("error"):
+            continue
+        again = regraded(row, by_id[key[1]])
+        if (again["reasons"], again["cost_usd"]) != (row["reasons"], row["cost_usd"]):
+            raise ValueError(f"the saved verdict of {' '.join(map(str, key))} does not "
+                             f"match its saved response ({row['reasons']} saved, "
+                             f"{again['reasons']} now); it was edited or made by "
+                             "another checker: start a new run")
+        kept[places[key]] = row
     return kept
 
 
-def run_order(models, cases, repeats):
-    """(repeat, case, model) in the saved order; models reversed on odd repeats."""
-    order = []
-    for repeat in range(1, repeats + 1):
-        ordered_models = list(reversed(models)) if repeat % 2 else list(models)
-        for case in cases:
-            order.extend((repeat, case, model) for model in ordered_models)
-    return order
-
-
-def row_line(row):
-    """One console line per row: model, case, verdict, cost, seconds."""
-    verdict = "PASS" if row["passed"] else "FAIL " + ",".join(row["reasons"])
-    if row.get("error"):
-        status = f" HTTP {row['error_status']}" if row.get("error_status") else ""
-        message = f": {row['error_message']}" if row.get("error_message") else ""
-        verdict += f" ({row['error']}{status}{message})"
-    cost = "cost unknown" if row["cost_usd"] is None else f"${row['cost_usd']}"
-    return f"{row['model']} {row['case_id']} {verdict} {cost} {row['seconds']}s"
+def command_hint(*args):
+    """A command line that runs as printed from the current folder."""
+    python = os.path.relpath(sys.executable)
+    script = os.path.relpath(os.path.abspath(__file__))
+    python = python if not python.startswith("..") else sys.executable
+    script = script if not script.startswith("..") else os.path.abspath(__file__)
+    if os.sep not in python:
+        python = "." + os.sep + python
+    return shlex.join([python, script, *args])
 
 
 # --------------------------------------------------------------------------
-# Part 3: I/O. One API request, the record on disk, running the plan.
+# Part 3: I/O. One request with its retries and deadline, the run plan, the
+# record and the reports on disk.
 # --------------------------------------------------------------------------
 
 
@@ -669,7 +689,7 @@ def dump_response(response):
         return response.model_dump(mode="json", exclude_none=True)
 
 
-def run_one(client, case, model):
+def run_one(client, case, model, instructions=INSTRUCTIONS):
     """Send one case to one model and check the answer; never raises Exception."""
     row = {
         "case_id": case["id"],
@@ -686,16 +706,15 @@ def run_one(client, case, model):
     started = time.monotonic()
     try:
         if model.startswith(CHAT_PREFIX):
-            response = client.chat.completions.create(**chat_request(case, model))
+            response = client.chat.completions.create(**chat_request(case, model, instructions))
             # The raw chat response is the evidence; check() reads its
             # normalised form, so one checker serves both APIs.
             row["response"] = dump_response(response)
             row["answer_text"] = chat_answer_text(row["response"])
-            seen = chat_as_agent(row["response"])
         else:
             response = client.responses.create(
                 model=model,
-                instructions=INSTRUCTIONS,
+                instructions=instructions,
                 input=case["question"],
                 tools=[TOOL],
                 response_format=FORMAT,
@@ -705,7 +724,7 @@ def run_one(client, case, model):
             # Evidence first: a checker crash below must not lose what we paid for.
             row["response"] = dump_response(response)
             row["answer_text"] = response.output_text
-            seen = row["response"]
+        seen = answer_seen(model, row["response"])
         row["cost_usd"] = reported_cost(seen)
         row["reasons"] = check(case, seen, row["answer_text"])
     except Exception as exc:  # noqa: BLE001 - every failure becomes evidence
@@ -718,206 +737,216 @@ def run_one(client, case, model):
     return row
 
 
-# The record on disk. A checkpoint after every row must be atomic (a kill at
-# any instant leaves the previous or the new complete record) and must not
-# cost more as the run grows. Rewriting the whole file each time is atomic but
-# quadratic. So the record lives in two "slot" files beside it, linked in turn
-# at the record's path: a save updates the slot that is *not* linked there, in
-# place, writing only the rows that slot lacks plus the short tail (pending
-# rows, execution, summary), fsyncs it, then links it over the path with one
-# rename. Each row is serialised once. The slots are removed when the run ends.
+class DeadlineExceeded(Exception):
+    """A request got no complete answer within TIMEOUT_SECONDS in total."""
 
 
-def record_head(fields):
-    """The fixed start of the record text, up to the opening of "runs"."""
-    lines = [f"{json.dumps(key)}: {json.dumps(value)}" for key, value in fields.items()]
-    return ("{\n" + ",\n".join(lines) + ',\n"runs": [').encode()
+def call_with_deadline(call, seconds):
+    """call() in a helper thread, given up after `seconds` in total.
 
-
-def write_all(fd, data, offset):
-    while data:
-        written = os.pwrite(fd, data, offset)
-        data, offset = data[written:], offset + written
-
-
-def new_slot(checkpoint, number):
-    """A new 0600 file beside the record holding only the record's head."""
-    folder, name = os.path.split(os.path.abspath(checkpoint["path"]))
-    path = os.path.join(folder, f".{name}.{os.getpid()}.slot{number}")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-    os.fchmod(fd, 0o600)  # whatever the umask: the record holds paid answers
-    write_all(fd, checkpoint["head"], 0)
-    slot = {"path": path, "fd": fd, "rows": 0, "offset": len(checkpoint["head"])}
-    checkpoint["slots"].append(slot)
-    return slot
-
-
-def fill_slot(checkpoint, slot, tail):
-    """Bring a slot up to date: the rows it lacks, pending rows, then the tail."""
-    prefix, pending = checkpoint["prefix"], checkpoint["pending"]
-    fresh = b"".join(prefix[slot["rows"]:])
-    parts, position = [fresh], len(prefix)
-    for index in sorted(pending):  # finished early, out of order: at most --jobs
-        parts.append((b",\n" if position else b"\n") + pending[index])
-        position += 1
-    lines = [f"{json.dumps(key)}: {json.dumps(value)}" for key, value in tail.items()]
-    parts.append(("\n],\n" + ",\n".join(lines) + "\n}\n").encode())
-    data = b"".join(parts)
-    write_all(slot["fd"], data, slot["offset"])
-    os.ftruncate(slot["fd"], slot["offset"] + len(data))
-    os.fsync(slot["fd"])
-    slot["rows"], slot["offset"] = len(prefix), slot["offset"] + len(fresh)
-
-
-def link_over(source, path):
-    """Make path name source's file in one atomic rename."""
-    temp = source + ".link"
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(temp)  # left by a save that failed between link and rename
-    os.link(source, temp)
-    os.replace(temp, path)
-
-
-def sync_folder(path):
-    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    The SDK's timeout bounds each wait for a byte, not the request: a server
+    sending a byte a second holds it forever. A request past the deadline is
+    abandoned (its thread ends with the process); it may still be billed.
+    """
+    outcome = queue.Queue(maxsize=1)
+    threading.Thread(target=deliver, args=(call, outcome), daemon=True).start()
     try:
-        os.fsync(fd)  # the rename itself must survive a power cut
-    finally:
-        os.close(fd)
+        succeeded, value = outcome.get(timeout=seconds)
+    except queue.Empty:
+        raise DeadlineExceeded(f"no complete answer within {seconds} s; it may still "
+                               "have been processed and billed") from None
+    if succeeded:
+        return value
+    raise value
 
 
-def open_record(path, head, tail, rows=(), secrets=(), replace=False):
-    """Start the record at path holding rows [(index, row)]; exclusive unless replace."""
-    checkpoint = {"path": path, "head": record_head(head), "prefix": [],
-                  "pending": {}, "slots": [], "live": 0, "secrets": secrets}
-    for index, row in rows:
-        add_row(checkpoint, index, row)
+def deliver(call, outcome):
     try:
-        slot = new_slot(checkpoint, 0)
-        fill_slot(checkpoint, slot, tail)
-        if replace:
-            link_over(slot["path"], path)
-        else:
-            os.link(slot["path"], path)  # FileExistsError: never overwrite
-        sync_folder(path)
-    except BaseException:
-        close_record(checkpoint)
-        raise
-    return checkpoint
+        outcome.put((True, call()))
+    except BaseException as exc:  # Ctrl+C inside a request: re-raised by the caller
+        outcome.put((False, exc))
 
 
-def add_row(checkpoint, index, row):
-    """Serialise a finished row once; index is its place in the saved order."""
-    prefix, pending = checkpoint["prefix"], checkpoint["pending"]
-    # Whatever a server echoed back, the API key never reaches the disk.
-    pending[index] = redact_key(json.dumps(row), checkpoint["secrets"]).encode()
-    while len(prefix) in pending:
-        prefix.append((b",\n" if prefix else b"\n") + pending.pop(len(prefix)))
+class Pause:
+    """A 429 holds every new start of the run until its wait is over."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.until = 0.0  # time.monotonic() before which nothing starts
+
+    def hold(self, seconds):
+        with self.lock:
+            self.until = max(self.until, time.monotonic() + seconds)
+
+    def remaining(self):
+        return self.until - time.monotonic()
 
 
-def saved_rows(checkpoint):
-    return len(checkpoint["prefix"]) + len(checkpoint["pending"])
+class RetryingClient:
+    """The SDK client's two create calls for one row, waiting out the API's own
+    429 and 503 at most `retries` times, each attempt within the deadline.
 
-
-def save_record(checkpoint, tail):
-    """Checkpoint every row added so far, atomically."""
-    target = 1 - checkpoint["live"]
-    slots = checkpoint["slots"]
-    slot = slots[target] if len(slots) > target else new_slot(checkpoint, target)
-    fill_slot(checkpoint, slot, tail)
-    link_over(slot["path"], checkpoint["path"])
-    checkpoint["live"] = target  # from here on, never write this slot in place
-    sync_folder(checkpoint["path"])
-
-
-def close_record(checkpoint):
-    """Drop the slot files; the record's path keeps the last saved one."""
-    for slot in checkpoint["slots"]:
-        os.close(slot["fd"])
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(slot["path"])
-    checkpoint["slots"] = []
-
-
-def with_retries(client, retries, pause, stats, secrets):
-    """The client's two create calls, waiting out the API's own 429 and 503.
-
-    At most `retries` extra attempts. Nothing else is retried: after a timeout or a dropped connection the
-    request may have been processed and billed (the verify_outcome rule).
-    stats gets attempts, waited_seconds and the redacted error_message.
+    Nothing else is retried: after a timeout or a dropped connection the
+    request may have been processed and billed (the verify_outcome rule). It
+    counts the row's attempts and waits and keeps the API's redacted message.
     """
 
-    def retrying(call):
+    def __init__(self, client, retries, pause, secrets, label):
+        self.client, self.retries, self.pause = client, retries, pause
+        self.secrets, self.label = secrets, label
+        self.attempts, self.waited_seconds = 0, 0.0
+        self.error_message, self.answered = None, False
+        self.responses = types.SimpleNamespace(create=self.create_response)
+        self.chat = types.SimpleNamespace(completions=types.SimpleNamespace(
+            create=self.create_chat))
+
+    def create_response(self, **request):
+        return self.retrying("responses", request)
+
+    def create_chat(self, **request):
+        return self.retrying("chat", request)
+
+    def retrying(self, api, request):
         while True:
-            stats["attempts"] += 1
+            self.attempts += 1
+            # Looked up per call, so a client without a chat API still serves Agent models.
+            create = (self.client.responses.create if api == "responses"
+                      else self.client.chat.completions.create)
             try:
-                return call()
+                response = call_with_deadline(functools.partial(create, **request),
+                                              TIMEOUT_SECONDS)
+                self.answered = True
+                return response
             except Exception as exc:
                 status = getattr(exc, "status_code", None)
-                if status not in RETRY_STATUSES or stats["attempts"] > retries:
-                    stats["error_message"] = error_message(exc, secrets)
+                if status not in RETRY_STATUSES or self.attempts > self.retries:
+                    self.error_message = error_message(exc, self.secrets)
                     raise
-                headers = getattr(getattr(exc, "response", None), "headers", None) or {}
-                wait = retry_after_seconds(headers.get("retry-after"),
-                                           datetime.now(timezone.utc))
-                if wait is None:
-                    wait = backoff_seconds(stats["attempts"])
-                if status == 429:  # the account is limited: hold every new start
-                    with pause["lock"]:
-                        pause["until"] = max(pause["until"], time.monotonic() + wait)
-                time.sleep(wait)
-                stats["waited_seconds"] += wait
+                self.wait(exc, status)
 
-    # Looked up per call, so a client without a chat API still serves Agent models.
-    return types.SimpleNamespace(
-        responses=types.SimpleNamespace(
-            create=lambda **request: retrying(lambda: client.responses.create(**request))),
-        chat=types.SimpleNamespace(completions=types.SimpleNamespace(
-            create=lambda **request: retrying(
-                lambda: client.chat.completions.create(**request)))),
-    )
+    def wait(self, exc, status):
+        headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+        seconds = retry_after_seconds(headers.get("retry-after"), datetime.now(timezone.utc))
+        if seconds is None:
+            seconds = backoff_seconds(self.attempts)
+        if status == 429:  # the account is limited: hold every new start
+            self.pause.hold(seconds)
+        print(f"waiting {seconds:.1f}s: the API answered {status} for {self.label} "
+              f"(attempt {self.attempts} of {self.retries + 1})", file=sys.stderr, flush=True)
+        time.sleep(seconds)
+        self.waited_seconds += seconds
 
 
-def run_plan(todo, jobs, send, on_row, pause):
-    """Run (index, repeat, case, model) entries, at most `jobs` in flight.
+def send_one(client, entry, *, retries, pause, secrets, instructions):
+    """The whole row of one planned request: sent, checked, counted and redacted.
 
-    on_row(index, row) runs in this thread as each request finishes, in
-    whatever order they finish, and returns False to stop new starts; requests
-    already in flight still finish and reach on_row. No request starts while
-    pause["until"] (a monotonic time) is ahead.
+    The row is made clean here, once: every view (record, console, JUnit,
+    Markdown, HTML) reads this same row.
     """
-    finished = queue.Queue()
+    repeat, case, model = entry
+    sender = RetryingClient(client, retries, pause, secrets,
+                            f"{model} {case['id']} repeat {repeat}")
+    row = {"repeat": repeat, **run_one(sender, case, model, instructions)}
+    message = sender.error_message
+    failed = failed_run_message(row["response"]) if not row["error"] else None
+    if failed is not None:  # HTTP 200 but the API says the agent run failed: no verdict
+        row.update(error="AgentRunFailed", reasons=["execution_error"], passed=False)
+        message = redact(failed, secrets)[:MESSAGE_LIMIT]
+    elif row["error"] and message is None:
+        message = ("the API answered without a JSON object" if row["response"] is None
+                   and sender.answered else f"{row['error']} raised while checking the answer")
+    row.update(attempts=sender.attempts, waited_seconds=round(sender.waited_seconds, 3),
+               error_message=message if row["error"] else None)
+    return clean(row, secret_patterns(secrets))
 
-    def work(index, repeat, case, model):
+
+class Plan:
+    """The requests still to send, at most `jobs` in flight, in finishing order.
+
+    finished() yields (plan index, row) as requests finish; stop(why) starts
+    nothing new, and the requests already in flight still finish and are
+    yielded. No request starts while the 429 pause runs.
+    """
+
+    def __init__(self, todo, jobs, send, pause):
+        self.todo, self.jobs, self.send, self.pause = todo, jobs, send, pause
+        self.stopped = None  # why nothing new starts: "error", "budget", "interrupted"
+        self.in_flight = 0
+        self.results = queue.Queue()
+
+    def stop(self, why):
+        """Start nothing new; True the first time only."""
+        first = self.stopped is None
+        self.stopped = self.stopped or why
+        return first
+
+    def work(self, index, entry):
         try:
-            finished.put((index, send(repeat, case, model)))
+            self.results.put((index, self.send(entry)))
         except BaseException as exc:  # Ctrl+C inside a request: re-raised below
-            finished.put((index, exc))
+            self.results.put((index, exc))
 
-    position, in_flight, starting = 0, 0, True
-    while True:
-        wait = 0.0
-        while starting and in_flight < jobs and position < len(todo):
-            wait = pause["until"] - time.monotonic()
-            if wait > 0 and in_flight:
-                break  # collect finished rows while the pause runs out
-            if wait > 0:
-                time.sleep(wait)
-            if jobs == 1:
-                work(*todo[position])  # in this thread, exactly as SPEC Part A runs
-            else:
-                threading.Thread(target=work, args=todo[position], daemon=True).start()
-            position, in_flight, wait = position + 1, in_flight + 1, 0.0
-        if not in_flight:
-            return
-        try:
-            index, row = finished.get(timeout=wait if wait > 0 else None)
-        except queue.Empty:
-            continue
-        in_flight -= 1
-        if isinstance(row, BaseException):
-            raise row
-        starting = on_row(index, row) and starting
+    def finished(self):
+        position = 0
+        while True:
+            while self.stopped is None and self.in_flight < self.jobs and position < len(self.todo):
+                wait = self.pause.remaining()
+                if wait > 0 and self.in_flight:
+                    break  # collect finished rows while the pause runs out
+                if wait > 0:
+                    time.sleep(min(wait, PAUSE_SLICE))  # then look at a stop again
+                    continue
+                index, entry = self.todo[position]
+                position, self.in_flight = position + 1, self.in_flight + 1
+                if self.jobs == 1:
+                    self.work(index, entry)  # in this thread, as the published design runs
+                else:
+                    threading.Thread(target=self.work, args=(index, entry), daemon=True).start()
+            if not self.in_flight:
+                return
+            try:
+                index, row = self.results.get(timeout=PAUSE_SLICE)
+            except queue.Empty:
+                continue
+            self.in_flight -= 1
+            if isinstance(row, BaseException):
+                raise row
+            yield index, row
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (how CI cancels a job), handled exactly like Ctrl+C."""
+
+
+class Interrupts:
+    """The first Ctrl+C or SIGTERM stops new starts and lets requests in flight
+    finish and be saved; a second one stops at once."""
+
+    def __init__(self, plan):
+        self.plan, self.signal, self.previous = plan, None, {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for number in (signal.SIGINT, signal.SIGTERM):
+                self.previous[number] = signal.signal(number, self.handle)
+        return self
+
+    def __exit__(self, *exc_info):
+        for number, handler in self.previous.items():
+            signal.signal(number, handler)
+
+    def handle(self, number, frame):
+        if self.signal is not None:
+            raise Terminated() if number == signal.SIGTERM else KeyboardInterrupt()
+        self.signal = number
+        self.plan.stop("interrupted")
+        print(f"Stopping: no new request starts; waiting for {self.plan.in_flight} in "
+              "flight to finish and be saved (press Ctrl+C again to stop now).",
+              file=sys.stderr, flush=True)
+
+    def raise_if_interrupted(self):
+        if self.signal is not None:
+            raise Terminated() if self.signal == signal.SIGTERM else KeyboardInterrupt()
 
 
 def code_sha256():
@@ -931,55 +960,23 @@ def sdk_version():
         return None
 
 
-# --------------------------------------------------------------------------
-# Part 4: the command line.
-# --------------------------------------------------------------------------
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (how CI cancels a job), handled exactly like Ctrl+C."""
-
-
-def on_sigterm(signum, frame):
-    raise Terminated()
-
-
-def fail(message):
-    print(f"regression.py: error: {message}", file=sys.stderr)
-    return 2
-
-
-def load_record(path):
-    """A saved record to resume; OSError or ValueError with a readable reason."""
-    with open(path, encoding="utf-8") as handle:
-        try:
-            record = json.load(handle)
-        except RecursionError:
-            raise ValueError("it is nested too deeply to be a record") from None
-    config = record.get("config") if isinstance(record, dict) else None
-    models = config.get("models") if isinstance(config, dict) else None
-    repeats = config.get("repeats") if isinstance(config, dict) else None
-    if (
-        not isinstance(record.get("runs") if isinstance(record, dict) else None, list)
-        or not isinstance(models, list)
-        or not models
-        or not all(isinstance(m, str) and m for m in models)
-        or len(set(models)) != len(models)
-        or isinstance(repeats, bool)
-        or not isinstance(repeats, int)
-        or not 1 <= repeats <= MAX_REPEATS
-    ):
-        raise ValueError("it is not a record written by regression.py")
-    return record
+def read_file(path, what, limit):
+    """The bytes of a small regular file, or ValueError with a one-line reason."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not hang us
+    except OSError as exc:
+        raise ValueError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not os.path.stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            raise ValueError(f"{what} {path} must be a regular file of at most "
+                             f"{limit >> 10} KiB")
+        return handle.read(limit + 1)
 
 
 def load_cases(path):
     """Cases from a .json or .toml file; ValueError with the reason."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise ValueError(f"cannot read --cases {path}: {exc.strerror or exc}") from None
+    data = read_file(path, "--cases", record.MAX_RECORD_BYTES)
     try:
         if path.endswith(".toml"):
             parsed = tomllib.loads(data.decode("utf-8"))
@@ -990,7 +987,64 @@ def load_cases(path):
     except (UnicodeDecodeError, tomllib.TOMLDecodeError, json.JSONDecodeError,
             RecursionError) as exc:
         raise ValueError(f"{path}: cannot parse it ({exc})") from None
-    return validate_cases(parsed, path)
+    return record.validate_cases(parsed, path)
+
+
+def load_instructions(path):
+    """The advisor's instructions from a UTF-8 text file, exactly as they will be sent."""
+    data = read_file(path, "--instructions", MAX_INSTRUCTIONS_BYTES)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"--instructions {path} is not UTF-8 text") from None
+    if not text.strip():
+        raise ValueError(f"--instructions {path} is empty")
+    return text
+
+
+def write_reports(run, rows, result):
+    """The JUnit, Markdown and HTML views of the record; False if one failed."""
+    ordered = [rows[index] for index in sorted(rows)]
+    views = []
+    if run.reports["junit"] is not None:
+        views.append((reports.write_replacing, run.reports["junit"],
+                      reports.junit_xml(rows, run.entries, run.models)))
+    if run.reports["summary_md"] is not None:
+        views.append((reports.append, run.reports["summary_md"], reports.run_markdown(
+            run.title(), result, ordered, run.cases, verdict_line(result))))
+    if run.reports["html"] is not None:
+        import evidence_page  # only a run that asks for the page pays for it
+
+        page = evidence_page.run_page(run.snapshot(ordered, result), rfc_document, run.title())
+        views.append((reports.write_replacing, run.reports["html"], page))
+    written = True
+    for write, path, text in views:
+        try:
+            write(path, text)
+        except OSError as exc:
+            print(f"regression.py: error: cannot write the report {path}: "
+                  f"{exc.strerror or exc}; the record {run.out} is saved; fix it, then "
+                  f"write the reports again with: {command_hint('--resume', run.out)}",
+                  file=sys.stderr)
+            written = False
+    return written
+
+
+# --------------------------------------------------------------------------
+# Part 4: the command line.
+# --------------------------------------------------------------------------
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors, as CI logs read best; --help keeps the usage."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def fail(message):
+    print(f"regression.py: error: {message}", file=sys.stderr)
+    return 2
 
 
 def money(text):
@@ -999,71 +1053,54 @@ def money(text):
         value = Decimal(text)
     except InvalidOperation:
         raise argparse.ArgumentTypeError(f"not a number of USD: {text!r}") from None
-    if not value.is_finite() or value <= 0:
+    if not value.is_finite() or value <= 0 or abs(value.adjusted()) > 12:
         raise argparse.ArgumentTypeError(f"must be more than 0 USD, got {text}")
     return value
 
 
+OPTIONS = [  # flag, argparse keywords; help says what it does and its default
+    ("--models", dict(nargs="+", metavar="M",
+                      help=f"models to test (default: {' '.join(MODELS)})")),
+    ("--repeats", dict(type=int, metavar="N", help=f"times to run every case on every "
+                       f"model, 1..{MAX_REPEATS} (default: 1)")),
+    ("--out", dict(metavar="PATH", help="new file for the record; an existing file is "
+                   "never overwritten (default: results.json)")),
+    ("--cases", dict(metavar="FILE", help="a .json or .toml file of cases (id, expected, "
+                     "rfc, action, question) to run instead of the built-in ones")),
+    ("--instructions", dict(metavar="FILE", help="the advisor's instructions from a text "
+                            "file instead of the built-in ones; recorded as sent")),
+    ("--jobs", dict(type=int, default=1, metavar="N", help=f"requests in flight at once, "
+                    f"1..{MAX_JOBS}; the saved order is the same for any N (default: 1)")),
+    ("--retries", dict(type=int, default=2, metavar="N", help="extra attempts when the API "
+                       f"answers 429 or 503, 0..{MAX_RETRIES}; nothing else is retried "
+                       "(default: 2)")),
+    ("--max-cost", dict(type=money, metavar="USD", help="start no new request once the "
+                        "run's reported cost reaches USD (the run is then incomplete: exit 2)")),
+    ("--junit", dict(metavar="FILE", help="also write a JUnit XML report (replaces an "
+                     "earlier report of ours there, never another file)")),
+    ("--summary-md", dict(metavar="FILE", help="append a Markdown summary, e.g. to "
+                          "$GITHUB_STEP_SUMMARY")),
+    ("--html", dict(metavar="FILE", help="also write the evidence page: one self-contained "
+                    "HTML file (replaces an earlier page of ours, never another file)")),
+    ("--resume", dict(metavar="FILE", help="finish an interrupted or failed run in place: "
+                      "keep its good rows, send only the missing and failed requests")),
+    ("--regrade", dict(metavar="RECORD", help="re-check every saved response of RECORD with "
+                       "this checker into a new --out record; sends nothing, needs no key")),
+    ("--demo", dict(metavar="NEW_DIR", help="run offline against a simulated API and write "
+                    "NEW_DIR/results.json (no key needed, data is synthetic)")),
+]
+FROM_RECORD = ("--models", "--repeats", "--cases", "--instructions", "--demo")
+
+
 def parse_args(argv):
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="regression.py",
         description="Check that approved advisor decisions still hold for each model.",
-        epilog="Exit codes: 0 all passed, 1 a check failed, 2 could not run.",
+        epilog="Exit codes: 0 all passed, 1 a check failed, 2 no verdict, "
+               "130/143 interrupted (the record is saved; --resume finishes it).",
     )
-    parser.add_argument(
-        "--models", nargs="+", metavar="M",
-        help=f"models to test (default: {' '.join(MODELS)})",
-    )
-    parser.add_argument(
-        "--repeats", type=int, metavar="N",
-        help=f"times to run every case on every model, 1..{MAX_REPEATS} (default: 1)",
-    )
-    parser.add_argument(
-        "--out", metavar="PATH",
-        help="new file for the record; an existing file is never overwritten "
-        "(default: results.json)",
-    )
-    parser.add_argument(
-        "--jobs", type=int, default=1, metavar="N",
-        help=f"requests in flight at once, 1..{MAX_JOBS}; the saved order is the "
-        "same for any N (default: 1)",
-    )
-    parser.add_argument(
-        "--retries", type=int, default=2, metavar="N",
-        help="extra attempts when the API answers 429 or 503 (it did not process "
-        f"the request), 0..{MAX_RETRIES}; nothing else is retried (default: 2)",
-    )
-    parser.add_argument(
-        "--resume", metavar="FILE",
-        help="finish an interrupted or failed run in place: keep its good rows, "
-        "send only the missing and failed requests",
-    )
-    parser.add_argument(
-        "--cases", metavar="FILE",
-        help="a .json or .toml file of cases (id, expected, rfc, action, question) "
-        "to run instead of the built-in ones",
-    )
-    parser.add_argument(
-        "--max-cost", type=money, metavar="USD",
-        help="start no new request once the run's reported cost reaches USD "
-        "(the run is then incomplete: exit 2)",
-    )
-    parser.add_argument(
-        "--junit", metavar="FILE",
-        help="also write a JUnit XML report (replaces an earlier report there, "
-        "never another file)",
-    )
-    parser.add_argument(
-        "--summary-md", metavar="FILE",
-        help="append a Markdown summary, e.g. to $GITHUB_STEP_SUMMARY",
-    )
-    parser.add_argument(
-        "--demo", metavar="NEW_DIR",
-        help="run offline against a simulated API and write NEW_DIR/results.json "
-        "(no key needed, data is synthetic)",
-    )
-    # A usage error is one line, as CI logs read best; --help shows the usage.
-    parser.print_usage = lambda file=None: None
+    for flag, options in OPTIONS:
+        parser.add_argument(flag, **options)
     args = parser.parse_args(argv)
     if args.models is not None and len(set(args.models)) != len(args.models):
         duplicates = sorted({m for m in args.models if args.models.count(m) > 1})
@@ -1074,97 +1111,286 @@ def parse_args(argv):
         parser.error(f"--jobs must be 1..{MAX_JOBS}, got {args.jobs}")
     if not 0 <= args.retries <= MAX_RETRIES:
         parser.error(f"--retries must be 0..{MAX_RETRIES}, got {args.retries}")
-    for flag, path, problem in (("--junit", args.junit, reports.replace_problem),
-                                ("--summary-md", args.summary_md, reports.append_problem)):
-        reason = path is not None and problem(path)
-        if reason:
-            parser.error(f"{flag} {path}: {reason}")
-    fixed = [flag for flag, value in (("--models", args.models), ("--repeats", args.repeats),
-                                      ("--out", args.out)) if value is not None]
-    if args.resume is not None and (fixed or args.demo is not None):
-        parser.error(f"--resume takes models, repeats and the path from the record; "
-                     f"drop {' '.join(fixed) or '--demo'}")
-    if args.demo is not None:
-        if args.models is not None or args.out is not None:
-            parser.error("--demo uses its own models and writes NEW_DIR/results.json; "
-                         "drop --models and --out")
-        if os.path.lexists(args.demo):
-            parser.error(f"--demo folder {args.demo} already exists; name a new one")
-    elif not os.environ.get("PERPLEXITY_API_KEY"):
+    given = {flag for flag, _ in OPTIONS
+             if getattr(args, flag[2:].replace("-", "_")) is not None}
+    for mode, refused in (("--resume", {"--out", "--regrade", *FROM_RECORD}),
+                          ("--regrade", {"--demo", *FROM_RECORD}),
+                          ("--demo", {"--models", "--out"})):
+        clash = sorted(given & refused)
+        if mode in given and clash:
+            parser.error(f"{mode} takes {', '.join(clash)} from its own source; drop "
+                         f"{' '.join(clash)}")
+    if args.demo is not None and os.path.lexists(args.demo):
+        parser.error(f"--demo folder {args.demo} already exists; name a new one")
+    if args.demo is None and args.regrade is None and not os.environ.get("PERPLEXITY_API_KEY"):
         parser.error("PERPLEXITY_API_KEY is not set; export your API key, "
                      "or try the offline demo: python regression.py --demo demo-run")
     return args
 
 
-def prepare(args):
-    """What this invocation runs and records; ValueError with a readable reason.
+@dataclasses.dataclass
+class Run:
+    """What one invocation runs and records, and the rows it has so far."""
 
-    Reads the --cases and --resume files, sends nothing and creates nothing.
-    """
-    cases = CASES if args.cases is None else load_cases(args.cases)
-    models, repeats = args.models or MODELS, args.repeats or 1
-    out = args.out or "results.json"
-    resumed = None
-    if args.resume is not None:
-        try:
-            resumed = load_record(args.resume)
-        except (OSError, ValueError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-            raise ValueError(f"cannot resume {args.resume}: {reason}") from None
-        models, repeats = resumed["config"]["models"], resumed["config"]["repeats"]
-        out = args.resume
-    elif args.demo is not None:
-        models, out = DEMO_MODELS, os.path.join(args.demo, "results.json")
-    for flag, path in (("--junit", args.junit), ("--summary-md", args.summary_md)):
-        if path is not None and os.path.abspath(path) == os.path.abspath(out):
-            raise ValueError(f"{flag} {path} is the record itself; name another file")
-    config = run_config(models, cases, repeats)
-    plan = run_order(models, cases, repeats)
-    # Settings that cannot change an answer live outside config, so runs made
-    # with different settings still compare.
-    execution = {"jobs": args.jobs, "retries": args.retries, "junit": args.junit,
-                 "summary_md": args.summary_md,
+    models: list
+    cases: list
+    repeats: int
+    instructions: str
+    out: str
+    head: dict  # the record's fields before its runs
+    execution: dict  # settings that cannot change an answer
+    reports: dict  # "junit", "summary_md", "html" -> path or None
+    rows: dict  # plan index -> row: kept from a resumed record, then each finished one
+    secrets: list
+    replace: bool = False  # resume: the record at out is rewritten in place
+    demo: str = None
+    started: bool = False  # the record exists on disk
+
+    def __post_init__(self):
+        self.entries = run_order(self.models, self.cases, self.repeats)
+        self.tally = Tally(self.models, self.repeats, self.cases)
+        for row in self.rows.values():
+            self.tally.add(row)
+
+    def todo(self):
+        return [(index, entry) for index, entry in enumerate(self.entries)
+                if index not in self.rows]
+
+    def tail(self):
+        return {"execution": self.execution, "summary": self.tally.summary()}
+
+    def title(self):
+        return f"Regression run {self.out}" + (" (synthetic demo)" if self.demo else "")
+
+    def snapshot(self, rows, result):
+        return {**self.head, "runs": rows, "execution": self.execution, "summary": result}
+
+
+def execution_of(args, previous=None):
+    """Settings that cannot change an answer; a resume keeps the record's report paths."""
+    previous = previous if isinstance(previous, dict) else {}
+    execution = {"jobs": args.jobs, "retries": args.retries,
                  "max_cost": None if args.max_cost is None else str(args.max_cost)}
-    if resumed is None:
-        head = {"created_at": datetime.now(timezone.utc).isoformat(), "config": config,
-                "sdk_version": sdk_version(), "code_sha256": code_sha256()}
-        if args.demo is not None:
-            head["evidence"] = "synthetic"
-        return {"models": models, "cases": cases, "repeats": repeats, "out": out,
-                "plan": plan, "head": head, "kept": {}, "execution": execution}
-    problem = resume_problem(resumed, config, code_sha256(), sdk_version())
-    try:
-        kept = rows_to_keep(resumed["runs"], plan)
-    except ValueError as exc:
-        problem = problem or str(exc)
+    for name in REPORTS:
+        given = getattr(args, name)
+        kept = previous.get(name)
+        execution[name] = given if given is not None else (
+            kept if isinstance(kept, str) else None)
+    return execution
+
+
+def check_outputs(out, paths):
+    """ValueError unless every report path can be written without harm, before any request."""
+    kinds = {"junit": "junit", "summary_md": "markdown", "html": "html"}
+    flags = {"junit": "--junit", "summary_md": "--summary-md", "html": "--html"}
+    seen = {os.path.realpath(out): "the record itself"}
+    for name, path in paths.items():
+        if path is None:
+            continue
+        if os.path.realpath(path) in seen:
+            raise ValueError(f"{flags[name]} {path} is {seen[os.path.realpath(path)]}; "
+                             "name another file")
+        problem = reports.output_problem(path, kinds[name])
+        if problem:
+            raise ValueError(f"{flags[name]} {path}: {problem}")
+        seen[os.path.realpath(path)] = f"also the file of {flags[name]}"
+
+
+def new_run(args, secrets):
+    """A fresh run (or the demo): models, cases and instructions from the flags."""
+    cases = CASES if args.cases is None else load_cases(args.cases)
+    instructions = INSTRUCTIONS if args.instructions is None else load_instructions(
+        args.instructions)
+    models, out = args.models or MODELS, args.out or "results.json"
+    if args.demo is not None:
+        models, out = DEMO_MODELS, os.path.join(args.demo, "results.json")
+    elif os.path.lexists(out):
+        raise ValueError(f"{out} already exists; choose a new --out path "
+                         "(nothing was sent, the file is untouched)")
+    elif not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+        raise ValueError(f"the folder of --out {out} does not exist; create it or "
+                         "choose another path")
+    repeats = args.repeats or 1
+    head = {"created_at": datetime.now(timezone.utc).isoformat(),
+            "config": run_config(models, cases, repeats, instructions),
+            "sdk_version": sdk_version(), "code_sha256": code_sha256()}
+    if args.demo is not None:
+        head["evidence"] = "synthetic"
+    return Run(models, cases, repeats, instructions, out, head, execution_of(args),
+               {name: getattr(args, name) for name in REPORTS}, {}, secrets,
+               demo=args.demo)
+
+
+def read_saved(path):
+    """(record, its rows by key, its cases, its instructions) from a saved record."""
+    saved = record.read_record(path)
+    rows = record.validate_record(saved, complete=False, errors=True)
+    cases = record.validate_cases(saved["config"]["cases"], "config.cases")
+    instructions = saved["config"].get("instructions")
+    if not isinstance(instructions, str):
+        raise ValueError("config.instructions is not text")
+    return saved, rows, cases, instructions
+
+
+def resume_run(args, path, secrets):
+    """The run of a saved record, to finish in place with its own config."""
+    saved, rows, cases, instructions = read_saved(path)
+    models, repeats = saved["config"]["models"], saved["config"]["repeats"]
+    problem = resume_problem(saved, run_config(models, cases, repeats, instructions),
+                             code_sha256(), sdk_version())
     if problem:
-        raise ValueError(f"cannot resume {out}: {problem}")
-    previous = resumed.get("execution")
+        raise ValueError(problem)
+    kept = kept_rows(rows, run_order(models, cases, repeats), cases)
+    previous = saved.get("execution")
+    execution = execution_of(args, previous)
     times = previous.get("resumed", 0) if isinstance(previous, dict) else 0
-    execution["resumed"] = (times if isinstance(times, int) else 0) + 1
-    head = {k: v for k, v in resumed.items() if k not in ("runs", "execution", "summary")}
-    return {"models": models, "cases": cases, "repeats": repeats, "out": out,
-            "plan": plan, "head": head, "kept": kept, "execution": execution}
+    execution["resumed"] = (times if type(times) is int else 0) + 1
+    head = {k: v for k, v in saved.items() if k not in ("runs", "execution", "summary")}
+    return Run(models, cases, repeats, instructions, path, head, execution,
+               {name: execution[name] for name in REPORTS}, kept, secrets, replace=True)
 
 
-def write_reports(args, run, rows, result):
-    """The JUnit and Markdown views of the finished record; False if one failed."""
-    title = f"Regression run {run['out']}" + (" (synthetic demo)" if args.demo else "")
-    views = []
-    if args.junit is not None:
-        views.append((reports.write_replacing, args.junit, reports.junit_xml(rows, run["plan"], run["models"])))
-    if args.summary_md is not None:
-        views.append((reports.append, args.summary_md, reports.run_markdown(
-            title, result, [rows[i] for i in sorted(rows)], run["cases"],
-            verdict_line(result))))
-    written = True
-    for write, path, text in views:
+def regrade_run(args, path, secrets):
+    """A new record of a saved one's responses, each checked again by this checker."""
+    saved, rows, cases, instructions = read_saved(path)
+    models, repeats = saved["config"]["models"], saved["config"]["repeats"]
+    by_id = {case["id"]: case for case in cases}
+    places = {(model, case["id"], repeat): index
+              for index, (repeat, case, model) in enumerate(run_order(models, cases, repeats))}
+    head = {"created_at": datetime.now(timezone.utc).isoformat(), "config": saved["config"],
+            # The responses came through the saved run's SDK; the verdicts from this code.
+            "sdk_version": saved.get("sdk_version"), "code_sha256": code_sha256(),
+            "regraded_from": {"path": path, "code_sha256": saved.get("code_sha256"),
+                              "created_at": saved.get("created_at")}}
+    if "evidence" in saved:
+        head["evidence"] = saved["evidence"]
+    return Run(models, cases, repeats, instructions, args.out or "regraded.json", head,
+               execution_of(args), {name: getattr(args, name) for name in REPORTS},
+               {places[key]: regraded(row, by_id[key[1]]) for key, row in rows.items()},
+               secrets)
+
+
+def prepare(args):
+    """The Run of this invocation; ValueError with a readable reason.
+
+    Reads the --cases, --instructions, --resume and --regrade files and checks
+    every output path: it sends nothing and creates nothing.
+    """
+    secrets = [os.environ.get("PERPLEXITY_API_KEY", "")] if args.demo is None else []
+    if args.resume is None and args.regrade is None:
+        run = new_run(args, secrets)
+    else:
+        verb, source = ("resume", args.resume) if args.resume else ("regrade", args.regrade)
         try:
-            write(path, text)
-        except OSError as exc:
-            fail(f"cannot write the report {path}: {exc.strerror or exc}; "
-                 f"the record {run['out']} is complete")
-            written = False
+            run = (resume_run if args.resume else regrade_run)(args, source, secrets)
+        except ValueError as exc:
+            raise ValueError(f"cannot {verb} {source}: {exc}") from None
+        if args.regrade is not None and os.path.lexists(run.out):
+            raise ValueError(f"{run.out} already exists; choose a new --out path "
+                             "(nothing was written)")
+    check_outputs(run.out, run.reports)
+    return run
+
+
+@contextlib.contextmanager
+def api_client(run):
+    """The SDK client of this run; for the demo, over a simulated API on loopback.
+
+    ValueError when the client cannot be set up (a malformed PERPLEXITY_BASE_URL).
+    """
+    server = None
+    if run.demo is not None:
+        import simulated_api  # only the demo needs the offline server
+
+        server = simulated_api.start(run.cases)
+    try:
+        try:
+            if server is None:
+                client = Perplexity(max_retries=0, timeout=TIMEOUT_SECONDS)
+            else:  # trust_env=False: a proxy from the environment must never see loopback
+                client = Perplexity(api_key=DEMO_KEY, base_url=server.url, max_retries=0,
+                                    timeout=TIMEOUT_SECONDS,
+                                    http_client=httpx.Client(trust_env=False))
+        except httpx.InvalidURL as exc:
+            raise ValueError(f"cannot set up the API client: {exc}; nothing was sent, "
+                             "fix PERPLEXITY_BASE_URL and run again") from None
+        yield client
+    finally:
+        if server is not None:
+            server.stop()
+
+
+@contextlib.contextmanager
+def saved_record(run):
+    """The record on disk for the length of the run, saved once more on the way out."""
+    if run.demo is not None:
+        os.makedirs(run.demo)
+    saved = record.RecordFile.create(run.out, run.head, run.tail(),
+                                     rows=sorted(run.rows.items()), replace=run.replace)
+    run.started = True
+    try:
+        yield saved
+    finally:
+        try:
+            saved.save(run.tail())
+        finally:
+            saved.close()
+
+
+def take_row(run, plan, saved, index, row, started):
+    """Keep one finished row: save it, print its line, decide whether to go on."""
+    run.rows[index] = row
+    run.tally.add(row)
+    saved.add(index, row)
+    saved.save(run.tail())
+    total, known = run.tally.spent()
+    print(f"[{saved.saved}/{len(run.entries)}] {row_line(row)} | "
+          f"{time.monotonic() - started:.1f}s elapsed, "
+          f"{'' if known else 'at least '}${total} so far", flush=True)
+    if row["error"] and plan.stop("error"):
+        print(f"Stopped after an execution error; the record is in {run.out}. Fix the "
+              f"cause shown above, then: {command_hint('--resume', run.out)}",
+              file=sys.stderr, flush=True)
+    within_budget(run, plan)
+
+
+def within_budget(run, plan):
+    """False, and a stop said once, when the reported cost reached --max-cost."""
+    total, known = run.tally.spent()
+    if not known and not run.execution.get("warned_cost"):
+        run.execution["warned_cost"] = True
+        print("warning: a row has no reported cost; --max-cost and the running "
+              "total count only reported costs", file=sys.stderr)
+    limit = run.execution["max_cost"]
+    if limit is None or total < Decimal(limit):
+        return True
+    if plan.stop("budget"):
+        run.execution["stopped_for_budget"] = True
+        print(f"Stopped: the reported cost ${total} reached --max-cost ${limit}; no new "
+              f"request starts. Raise the budget and run: "
+              f"{command_hint('--resume', run.out, '--max-cost', 'USD')}", file=sys.stderr)
+    return False
+
+
+def finish(run, interrupted):
+    """The last lines: pass rates, the summary, the verdict, and where the record is."""
+    result = run.tally.summary()
+    written = write_reports(run, run.rows, result)
+    if interrupted:
+        hint = ("run the demo again" if run.demo else
+                f"finish it with: {command_hint('--resume', run.out)}")
+        print(f"Interrupted: {len(run.rows)} of {len(run.entries)} rows are saved in "
+              f"{run.out}; {hint}", file=sys.stderr)
+        return written
+    if run.repeats > 1:
+        print("\n".join(pass_rate_lines(result)))
+    print(json.dumps(result))  # one line, so the verdict below stays in view
+    print(verdict_line(result))
+    print(f"Record: {run.out}")
+    for name in REPORTS:
+        if run.reports[name] is not None and name != "summary_md":
+            print(f"{name.replace('_', ' ').title().replace('Html', 'HTML page')}: "
+                  f"{run.reports[name]}")
     return written
 
 
@@ -1174,128 +1400,53 @@ def main(argv=None):
         run = prepare(args)
     except ValueError as exc:
         return fail(str(exc))
-    models, plan, out, execution = run["models"], run["plan"], run["out"], run["execution"]
-    tally = new_tally(models, run["repeats"], run["cases"])
-    rows = dict(run["kept"])  # plan index -> row, for the reports
-    for row in rows.values():
-        count_row(tally, row)
-    secrets = [os.environ.get("PERPLEXITY_API_KEY", "")] if args.demo is None else []
-
-    def tail():
-        return {"execution": execution, "summary": summary_of(tally)}
-
-    if args.demo is not None:
-        os.makedirs(args.demo)
+    plan = Plan(run.todo(), args.jobs, None, Pause())
     try:
-        checkpoint = open_record(out, run["head"], tail(), rows=sorted(rows.items()),
-                                 secrets=secrets, replace=args.resume is not None)
+        with api_client(run) as client, saved_record(run) as saved, Interrupts(plan) as stops:
+            plan.send = functools.partial(send_one, client, retries=args.retries,
+                                          pause=plan.pause, secrets=run.secrets,
+                                          instructions=run.instructions)
+            start_lines(run, args)
+            started = time.monotonic()
+            if args.regrade is None and within_budget(run, plan):
+                for index, row in plan.finished():
+                    take_row(run, plan, saved, index, row, started)
+            stops.raise_if_interrupted()
+    except KeyboardInterrupt:
+        if run.started:  # saved on the way out; say how to finish it
+            finish(run, interrupted=True)
+        raise
+    except (ValueError, record.RecordBusy) as exc:
+        return fail(redact(str(exc), run.secrets))
     except FileExistsError:
-        return fail(f"{out} already exists; choose a new --out path "
+        return fail(f"{run.out} already exists; choose a new --out path "
                     "(nothing was sent, the file is untouched)")
     except OSError as exc:
-        return fail(f"cannot write {out}: {exc.strerror}; choose a writable --out path")
-    server = None
-    try:
-        if args.demo is not None:
-            import simulated_api  # only the demo needs the offline server
-
-            server = simulated_api.start(run["cases"])
-            # trust_env=False: a proxy from the environment must never see loopback.
-            client = Perplexity(api_key=DEMO_KEY, base_url=server.url, max_retries=0,
-                                timeout=TIMEOUT_SECONDS,
-                                http_client=httpx.Client(trust_env=False))
-            print("DEMO: a simulated API on 127.0.0.1 answers for two fictional "
-                  "models; every answer below is synthetic.")
-        else:
-            client = Perplexity(max_retries=0, timeout=TIMEOUT_SECONDS)
-    except Exception as exc:  # e.g. a malformed PERPLEXITY_BASE_URL
-        close_record(checkpoint)
-        if server is not None:
-            server.stop()
-        if args.resume is None:
-            os.unlink(out)  # the empty record made a moment ago: nothing is lost
-        return fail(f"cannot set up the API client: {redact(str(exc), secrets)}; "
-                    "nothing was sent; fix it and run again")
-    if rows:
-        print(f"Resuming {out}: {len(rows)} of {len(plan)} rows kept, "
-              f"{len(plan) - len(rows)} to send.")
-    pause = {"until": 0.0, "lock": threading.Lock()}
-    started = time.monotonic()
-    warned = []
-
-    def within_budget():
-        total, known = spent(tally)
-        if not known and not warned:
-            warned.append(True)
-            print("warning: a row has no reported cost; --max-cost and the running "
-                  "total count only reported costs", file=sys.stderr)
-        if args.max_cost is None or total < args.max_cost:
-            return True
-        execution["stopped_for_budget"] = True
-        print(f"Stopped: the reported cost ${total} reached --max-cost ${args.max_cost}; "
-              f"no new request starts. Raise the budget and run: python regression.py "
-              f"--resume {out} --max-cost USD", file=sys.stderr)
-        return False
-
-    def send(repeat, case, model):
-        stats = {"attempts": 0, "waited_seconds": 0.0, "error_message": None}
-        row = run_one(with_retries(client, args.retries, pause, stats, secrets), case, model)
-        if row["error"] and stats["error_message"] is None:
-            stats["error_message"] = f"{row['error']} raised while checking the answer"
-        return {"repeat": repeat, **row, "attempts": stats["attempts"],
-                "waited_seconds": round(stats["waited_seconds"], 3),
-                "error_message": stats["error_message"] if row["error"] else None}
-
-    def on_row(index, row):
-        rows[index] = row
-        count_row(tally, row)
-        add_row(checkpoint, index, row)
-        save_record(checkpoint, tail())
-        total, known = spent(tally)
-        line = (f"[{saved_rows(checkpoint)}/{len(plan)}] {row_line(row)} | "
-                f"{time.monotonic() - started:.1f}s elapsed, "
-                f"{'' if known else 'at least '}${total} so far")
-        print(redact_key(line, secrets), flush=True)
-        if row["error"]:
-            print(f"Stopped after an execution error; the record is in {out}. Fix the "
-                  f"cause shown above, then: python regression.py --resume {out}",
-                  file=sys.stderr)
-            return False
-        return within_budget()
-
-    in_main_thread = threading.current_thread() is threading.main_thread()
-    previous_handler = signal.signal(signal.SIGTERM, on_sigterm) if in_main_thread else None
-    todo = [(index, *entry) for index, entry in enumerate(plan) if index not in rows]
-    interrupted = False
-    try:
-        if within_budget():
-            run_plan(todo, args.jobs, send, on_row, pause)
-    except KeyboardInterrupt:
-        interrupted = True
-        raise
-    finally:
-        try:
-            save_record(checkpoint, tail())
-        finally:
-            close_record(checkpoint)
-            if server is not None:
-                server.stop()
-            if in_main_thread:
-                signal.signal(signal.SIGTERM, previous_handler)
-            if interrupted:
-                write_reports(args, run, rows, summary_of(tally))
-                hint = (f"finish it with: python regression.py --resume {out}"
-                        if server is None else "run the demo again")
-                print(f"Interrupted: {saved_rows(checkpoint)} of {len(plan)} rows are "
-                      f"saved in {out}; {hint}", file=sys.stderr)
-    result = summary_of(tally)
-    if run["repeats"] > 1:
-        print("\n".join(pass_rate_lines(result)))
-    print(verdict_line(result))
-    print(json.dumps(result, indent=2))
-    if not write_reports(args, run, rows, result):
+        if run.started:
+            raise  # a save failed mid-run: the last complete checkpoint is kept
+        return fail(f"cannot write {run.out}: {exc.strerror or exc}; nothing was sent, "
+                    "choose a writable --out path")
+    if not finish(run, interrupted=False):
         return 2
-    return result["exit_code"]
+    return run.tally.summary()["exit_code"]
+
+
+def start_lines(run, args):
+    if run.demo:
+        print("DEMO: a simulated API on 127.0.0.1 answers for two fictional "
+              "models; every answer below is synthetic.")
+    if run.rows:
+        print(f"{'Re-checked' if args.regrade else 'Resuming'} {run.out}: "
+              f"{len(run.rows)} of {len(run.entries)} rows kept, "
+              f"{len(run.entries) - len(run.rows)} to send.")
+
+
+def crash_exit(exc):
+    """Exit 2, never 1, for a failure nobody planned for; the traceback is for a bug report."""
+    traceback.print_exc()
+    return fail(f"internal error: {type(exc).__name__}: {redact(str(exc), [os.environ.get('PERPLEXITY_API_KEY', '')])[:300]}; "
+                "no verdict. The record, if one was started, is saved; please report this "
+                "with the traceback above")
 
 
 if __name__ == "__main__":
@@ -1309,6 +1460,8 @@ if __name__ == "__main__":
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         exit_code = 2
     except OSError as exc:  # the disk filled up or vanished while saving
-        exit_code = fail(f"cannot save the record: {exc}; the last complete "
-                         "checkpoint is kept, free space and use --resume")
+        exit_code = fail(f"cannot save the record: {exc.strerror or exc}; the last "
+                         "complete checkpoint is kept, free space and use --resume")
+    except Exception as exc:  # noqa: BLE001 - exit 1 must only ever mean "a check failed"
+        exit_code = crash_exit(exc)
     raise SystemExit(exit_code)

@@ -8,12 +8,25 @@ it on disk. The record (results.json) stays the evidence: these are views.
 """
 
 import os
+import re
+import stat
 import statistics
 import xml.etree.ElementTree as ET
+
+SUITES_NAME = "agent regression runner"  # marks a JUnit file as ours: only ours is replaced
+HTML_MARK = '<meta name="generator" content="agent regression runner">'  # likewise for pages
+MARKS = {"junit": f'<testsuites name="{SUITES_NAME}"'.encode(), "html": HTML_MARK.encode()}
+MARK_BYTES = 4096  # where a report's mark must appear
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # breaks XML and terminals
 
 # --------------------------------------------------------------------------
 # Pure: rows in, text out.
 # --------------------------------------------------------------------------
+
+
+def visible(text):
+    """text with control characters shown as \\xNN: safe in a terminal, XML, Markdown."""
+    return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
 
 
 def testcase_name(case_id, repeat):
@@ -30,7 +43,7 @@ def junit_xml(rows, plan, models):
     suites = {model: [] for model in models}
     for index, (repeat, case, model) in enumerate(plan):
         suites[model].append((index, repeat, case))
-    root = ET.Element("testsuites", name="agent regression runner")
+    root = ET.Element("testsuites", name=SUITES_NAME)
     for model, entries in suites.items():
         suite = ET.SubElement(root, "testsuite", name=model)
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
@@ -121,33 +134,42 @@ def run_markdown(title, result, rows, cases, verdict):
     ]) + "\n\n"
 
 
-def compare_markdown(title, lines, cautions, before_rows, after_rows):
-    """A comparison: label counts, then every changed row with pass rates."""
+def compare_markdown(title, items, cautions):
+    """A comparison: label counts, the cautions, then every case that did not pass both times.
 
-    def rates(rows):
-        counts = {}
-        for (model, case_id, _), row in rows.items():
-            passed, runs = counts.get((model, case_id), (0, 0))
-            counts[(model, case_id)] = (passed + bool(row["passed"]), runs + 1)
-        return counts
+    items: one per compared (model, case), as compare_runs builds them: label,
+    before_model, after_model, case_id, before and after (the rows over the
+    repeats) and p_value (None with one repeat).
+    """
 
-    before_rates, after_rates = rates(before_rows), rates(after_rows)
+    def side(rows):
+        reasons = sorted({reason for row in rows for reason in row["reasons"]})
+        text = pass_rate(sum(1 for row in rows if row["passed"]), len(rows))
+        return text + (": " + ", ".join(reasons) if reasons else "")
+
+    def p_text(p_value):  # as compare_runs prints it: never a misleading 0.000
+        if p_value is None:
+            return "-"
+        return f"{p_value:.3f}" if p_value >= 0.001 else f"{p_value:.1e}"
+
     labels = ("NEW_FAILURE", "RECOVERED", "STILL_FAILING", "PASS")
-    count_table = table(["label", "rows"],
-                        [[name, sum(1 for line in lines if line[0] == name)] for name in labels])
-    changed = [
-        [name, model, case_id, repeat, ", ".join(old) or "pass", ", ".join(new) or "pass",
-         pass_rate(*before_rates[(model, case_id)]), pass_rate(*after_rates[(model, case_id)])]
-        for name, (model, case_id, repeat), old, new in lines
-        if name in ("NEW_FAILURE", "RECOVERED")
+    count_table = table(["label", "cases"],
+                        [[name, sum(1 for item in items if item["label"] == name)]
+                         for name in labels])
+    listed = [
+        [item["label"],
+         item["before_model"] if item["before_model"] == item["after_model"]
+         else f"{item['before_model']}->{item['after_model']}",
+         item["case_id"], side(item["before"]), side(item["after"]), p_text(item["p_value"])]
+        for item in items if item["label"] != "PASS"
     ]
     parts = [f"## {title}", count_table]
     parts += [f"> {caution}" for caution in cautions]
-    if changed:
-        parts.append(table(["label", "model", "case", "repeat", "before", "after",
-                            "before pass rate", "after pass rate"], changed))
+    if listed:
+        parts.append(table(["label", "model", "case", "before", "after", "p (rate fell)"],
+                           listed))
     else:
-        parts.append("No row changed between the two runs.")
+        parts.append("Every compared case passed both times.")
     return "\n\n".join(parts) + "\n\n"
 
 
@@ -156,26 +178,43 @@ def compare_markdown(title, lines, cautions, before_rows, after_rows):
 # --------------------------------------------------------------------------
 
 
-def replace_problem(path):
-    """Why path may not be replaced by a report, or None. Records are never."""
+def output_problem(path, kind):
+    """Why a report of kind "junit", "markdown" or "html" may not go to path, or None.
+
+    JUnit and HTML reports replace only an earlier report of ours; Markdown is
+    appended only to a plain text file. A record, an XML file of another tool
+    or an empty name is refused before the run sends anything.
+    """
+    if not path:
+        return ("the path is empty (outside GitHub Actions $GITHUB_STEP_SUMMARY is not "
+                "set); name a file")
     try:
-        with open(path, "rb") as handle:
-            start = handle.read(64).lstrip()
+        info = os.stat(path)
     except FileNotFoundError:
         folder = os.path.dirname(os.path.abspath(path))
         return None if os.path.isdir(folder) else f"folder {folder} does not exist"
     except OSError as exc:
-        return exc.strerror
-    if start and not start.startswith((b"<?xml", b"<testsuites")):
-        return "it exists and is not a JUnit report; name a new file"
+        return exc.strerror or str(exc)
+    if stat.S_ISDIR(info.st_mode):
+        return "it is a folder; name a file"
+    if not stat.S_ISREG(info.st_mode):
+        return "it is not a regular file"
+    try:
+        with open(path, "rb") as handle:
+            start = handle.read(MARK_BYTES)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if kind == "markdown":
+        if start.lstrip()[:1] in (b"{", b"[", b"<"):
+            return "it holds JSON or XML, not Markdown; name another file"
+        return None
+    if MARKS[kind] not in start:
+        return f"it exists and is not a {kind_name(kind)} written by this tool; name a new file"
     return None
 
 
-def append_problem(path):
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        return "it is a folder"
-    return None if os.path.isdir(folder) else f"folder {folder} does not exist"
+def kind_name(kind):
+    return {"junit": "JUnit report", "html": "report page"}[kind]
 
 
 def write_replacing(path, text):

@@ -7,8 +7,11 @@ API (`choices`, top-level `search_results` and `citations`, `usage.cost`
 without a currency). Unknown request fields get the live API's 400. It never
 listens on anything but loopback.
 
-    python simulated_api.py --port 8765      # serve until Ctrl+C
+    python simulated_api.py --port 8765 --cases examples/cases.json   # until Ctrl+C
     PERPLEXITY_BASE_URL=http://127.0.0.1:8765 PERPLEXITY_API_KEY=x python regression.py
+
+It imports nothing of the project: whoever starts it passes the cases it
+recognises (examples/cases.json holds the built-in four).
 
 Behaviour lives in a state dict (server.state, or the one given to
 mock_transport() for in-process tests):
@@ -244,10 +247,15 @@ def start(cases, unsafe_models=("offline/hasty",), port=0):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8765, help="loopback port (default: 8765)")
+    parser.add_argument("--cases", metavar="FILE", default="examples/cases.json",
+                        help="JSON list of the cases it answers (default: examples/cases.json)")
+    parser.add_argument("--unsafe", metavar="MODEL", nargs="*", default=["offline/hasty"],
+                        help="models that advise retrying the timed-out payment "
+                        "(default: offline/hasty)")
     args = parser.parse_args(argv)
-    import regression
-
-    server = start(regression.CASES, port=args.port)
+    with open(args.cases, encoding="utf-8") as handle:
+        cases = json.load(handle)
+    server = start(cases, unsafe_models=args.unsafe, port=args.port)
     print(f"simulated Agent API on {server.url} (Ctrl+C to stop)")
     try:
         while True:

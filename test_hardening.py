@@ -1,35 +1,22 @@
-"""Bad input, the real CLI end to end over loopback, and the offline demo. Offline."""
+"""The real CLI as a new user runs it: bad input, loopback end to end, signals and
+--resume, the demo. Each test starts a fresh interpreter. Offline (127.0.0.1 only)."""
 
 import contextlib
 import io
 import json
 import os
-import shutil
+import signal
 import subprocess
 import sys
-import tempfile
+import time
 import unittest
+import xml.etree.ElementTree as ET
 from unittest import mock
 
 import regression
 import simulated_api
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def temp_dir(test):
-    folder = tempfile.mkdtemp()
-    test.addCleanup(shutil.rmtree, folder, True)
-    return folder
-
-
-def cli(script, *args, env=None, cwd=None):
-    """Run a script as a new user would: a fresh interpreter, no inherited key."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("PERPLEXITY_")}
-    return subprocess.run([sys.executable, "-W", "error", os.path.join(HERE, script), *args],
-                          capture_output=True, text=True, timeout=120, cwd=cwd,
-                          env={**base, **(env or {})})
-
+from testing import HERE, KEY, cli, loopback_env, loopback_server, popen, read_json, \
+    read_text, saved_rows, temp_dir, wait_until
 
 class BadInputTest(unittest.TestCase):
     """Every bad input: one line naming the problem, exit 2, no request, no file."""
@@ -88,18 +75,16 @@ class BadInputTest(unittest.TestCase):
                 contextlib.redirect_stderr(errors):
             code = regression.main(["--out", os.path.join(self.folder, "no", "r.json")])
         self.assertEqual(code, 2)
-        self.assertIn("cannot write", errors.getvalue())
+        self.assertIn("does not exist", errors.getvalue())
 
 
-class EndToEndTest(unittest.TestCase):
+class LoopbackTest(unittest.TestCase):
     """The real CLI, the real SDK and real HTTP against the loopback simulated API."""
 
     def setUp(self):
         self.folder = temp_dir(self)
-        self.server = simulated_api.start(regression.CASES, unsafe_models=("offline/hasty",))
-        self.addCleanup(self.server.stop)
-        self.env = {"PERPLEXITY_API_KEY": "test-key", "PERPLEXITY_BASE_URL": self.server.url,
-                    "NO_PROXY": "127.0.0.1"}
+        self.server = loopback_server(self, unsafe_models=("offline/hasty",))
+        self.env = loopback_env(self.server)
 
     def test_unsafe_model_is_caught_exit_1(self):
         out = os.path.join(self.folder, "run.json")
@@ -128,7 +113,7 @@ class EndToEndTest(unittest.TestCase):
     def test_a_malformed_base_url_is_one_line_exit_2_and_leaves_no_file(self):
         out = os.path.join(self.folder, "r.json")
         result = cli("regression.py", "--out", out,
-                     env={**self.env, "PERPLEXITY_BASE_URL": "http://[::1"})
+                     env=dict(self.env, PERPLEXITY_BASE_URL="http://[::1"))
         self.assertEqual(result.returncode, 2)
         self.assertEqual(len(result.stderr.splitlines()), 1, result.stderr)
         self.assertIn("cannot set up the API client", result.stderr)
@@ -137,10 +122,161 @@ class EndToEndTest(unittest.TestCase):
 
     def test_no_key_is_one_clear_error(self):
         result = cli("regression.py", "--out", os.path.join(self.folder, "r.json"),
-                     env={"PERPLEXITY_BASE_URL": self.server.url})
+                     env=dict(loopback_env(self.server), PERPLEXITY_API_KEY=""))
         self.assertEqual(result.returncode, 2)
         self.assertIn("PERPLEXITY_API_KEY is not set", result.stderr)
         self.assertEqual(self.server.state["requests"], [])
+
+
+class SignalsAndResumeTest(unittest.TestCase):
+    """The real CLI over loopback: SIGTERM then --resume, a 429, an echoed key."""
+
+    def setUp(self):
+        self.folder = temp_dir(self)
+        self.out = os.path.join(self.folder, "r.json")
+        self.server = loopback_server(self)
+        self.env = loopback_env(self.server)
+
+    def run_cli(self, *args):
+        return cli("regression.py", *args, env=self.env)
+
+    def test_sigterm_mid_run_then_the_printed_resume_command_sends_exactly_the_rest(self):
+        self.server.state["latency"] = 0.05
+        process = popen("regression.py", "--out", self.out, "--repeats", "3", env=self.env)
+        wait_until(lambda: saved_rows(self.out) >= 3, what="3 saved rows")
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+        self.assertEqual(process.returncode, 143, stderr)
+        self.assertNotIn("Traceback", stderr)
+        record = read_json(self.out)
+        saved = len(record["runs"])
+        self.assertTrue(3 <= saved < 24, saved)
+        self.assertEqual(record["summary"]["exit_code"], 2)
+        self.assertEqual(os.listdir(self.folder), ["r.json"])
+        self.assertIn(f"Interrupted: {saved} of 24 rows are saved", stderr)
+        hint = stderr.rsplit("finish it with: ", 1)[1].strip()
+        sent = len(self.server.state["requests"])
+        self.server.state["latency"] = 0.0
+        result = subprocess.run(hint, shell=True, env=self.env, capture_output=True,
+                                text=True, timeout=120)  # exactly as printed
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(len(self.server.state["requests"]) - sent, 24 - saved)
+        record = read_json(self.out)
+        self.assertEqual(len(record["runs"]), 24)
+        self.assertTrue(record["summary"]["complete"])
+
+    def test_sigint_exits_130_with_the_record_saved(self):
+        self.server.state["latency"] = 0.2
+        process = popen("regression.py", "--out", self.out, env=self.env)
+        wait_until(lambda: self.server.state["requests"], what="the first request")
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+        self.assertEqual(process.returncode, 130)
+        self.assertNotIn("Traceback", stderr)
+        self.assertEqual(read_json(self.out)["summary"]["exit_code"], 2)
+
+    def test_first_signal_saves_every_answer_in_flight(self):
+        self.server.state["latency"] = 0.5
+        process = popen("regression.py", "--out", self.out, "--repeats", "3", "--jobs", "8",
+                        env=self.env)
+        wait_until(lambda: len(self.server.state["requests"]) >= 8, what="8 in flight")
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+        self.assertEqual(process.returncode, 130, stderr)
+        self.assertIn("Stopping: no new request starts", stderr)
+        self.assertEqual(len(read_json(self.out)["runs"]), 8)  # every paid answer kept
+        self.assertEqual(len(self.server.state["requests"]), 8)
+
+    def test_a_second_signal_stops_at_once_and_the_record_stays_valid(self):
+        self.server.state["latency"] = 20
+        process = popen("regression.py", "--out", self.out, "--jobs", "4", env=self.env)
+        wait_until(lambda: len(self.server.state["requests"]) >= 4, what="4 in flight")
+        process.send_signal(signal.SIGTERM)
+        self.assertIn("Stopping:", process.stderr.readline())
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=10)  # well before the 20 s answers
+        self.assertEqual(process.returncode, 143)
+        self.assertEqual(read_json(self.out)["runs"], [])
+
+    def test_429_with_retry_after_on_the_first_request_still_passes(self):
+        self.server.state["faults"] = [simulated_api.error(429, "rate limited",
+                                                           [("Retry-After", "1")])]
+        result = self.run_cli("--out", self.out)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        rows = read_json(self.out)["runs"]
+        self.assertTrue(all(r["passed"] for r in rows))
+        self.assertEqual((rows[0]["attempts"], rows[0]["waited_seconds"]), (2, 1.0))
+        self.assertEqual(len(self.server.state["requests"]), 9)
+
+    def test_an_echoed_key_never_reaches_the_record_or_the_console(self):
+        self.server.state["echo_auth"] = True
+        result = self.run_cli("--out", self.out)
+        self.assertEqual(result.returncode, 2)
+        with open(self.out, encoding="utf-8") as handle:
+            text = handle.read()
+        for where, content in (("record", text), ("stdout", result.stdout),
+                               ("stderr", result.stderr)):
+            with self.subTest(where):
+                self.assertNotIn(KEY, content)
+                self.assertNotIn(KEY[5:], content)
+        row = json.loads(text)["runs"][0]
+        self.assertIn("invalid request", row["error_message"])
+        self.assertIn("Bearer [REDACTED]", row["error_message"])
+        self.assertIn("Bearer [REDACTED]", result.stdout)
+
+
+class SideBySideTest(unittest.TestCase):
+    def test_chat_and_agent_models_in_one_run(self):
+        folder = temp_dir(self)
+        server = loopback_server(self, unsafe_models=("sonar-pro",))
+        out = os.path.join(folder, "r.json")
+        result = cli("regression.py", "--models", "chat:sonar-pro", "openai/gpt-5.6-sol",
+                     "--out", out, env=loopback_env(server))
+        self.assertEqual(result.returncode, 1, result.stderr)
+        with open(out, encoding="utf-8") as handle:
+            record = json.load(handle)
+        self.assertEqual(len(record["runs"]), 8)
+        models = record["summary"]["models"]
+        self.assertEqual((models["chat:sonar-pro"]["passed"], models["chat:sonar-pro"]["total"]),
+                         (3, 4))
+        self.assertTrue(models["openai/gpt-5.6-sol"]["qualified"])
+        self.assertEqual(record["config"]["chat_request"], regression.chat_request_template())
+        paths = sorted({json.dumps(sorted(r)) for r in server.state["requests"]})
+        self.assertEqual(len(paths), 2)  # one chat body shape, one Agent body shape
+        self.assertIn("chat:sonar-pro ambiguous-payment FAIL wrong_code,wrong_next_action",
+                      result.stdout)
+
+    def test_agent_only_config_is_unchanged(self):
+        with mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": "test-key-0123"}):
+            args = regression.parse_args(["--out", "never-written.json"])
+        config = regression.prepare(args).head["config"]
+        self.assertEqual(list(config), ["models", "cases", "instructions", "tool",
+                                        "response_format", "repeats", "max_steps",
+                                        "max_output_tokens", "timeout_seconds"])
+
+
+class ReportsEndToEndTest(unittest.TestCase):
+    def test_three_repeats_of_unsafe_answers_in_junit_and_both_markdown_files(self):
+        folder = temp_dir(self)
+        server = loopback_server(self, unsafe_models=("offline/hasty", "offline/reckless"))
+        env = loopback_env(server)
+        paths = {name: os.path.join(folder, name) for name in
+                 ("run.json", "j.xml", "run.md", "compare.md")}
+        result = cli("regression.py", "--models", "offline/hasty", "offline/reckless",
+                     "--repeats", "3", "--jobs", "4", "--out", paths["run.json"],
+                     "--junit", paths["j.xml"], "--summary-md", paths["run.md"], env=env)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        root = ET.parse(paths["j.xml"]).getroot()
+        cases = root.findall("testsuite/testcase")
+        self.assertEqual(len(cases), 24)
+        self.assertEqual(sum(1 for c in cases if c.find("failure") is not None), 6)
+        self.assertIn("ambiguous-payment", read_text(paths["run.md"]))
+        self.assertIn("0/3: wrong_code, wrong_next_action", read_text(paths["run.md"]))
+        pair = os.path.join(folder, "pair")
+        result = cli("compare_runs.py", "--demo", pair, "--summary-md", paths["compare.md"],
+                     env=env)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("ambiguous-payment", read_text(paths["compare.md"]))
 
 
 class DemoTest(unittest.TestCase):
@@ -170,7 +306,7 @@ class DemoTest(unittest.TestCase):
         folder = os.path.join(temp_dir(self), "pair")
         result = cli("compare_runs.py", "--demo", folder)
         self.assertEqual(result.returncode, 1, result.stderr)
-        self.assertIn("NEW_FAILURE offline/model ambiguous-payment 1", result.stdout)
+        self.assertIn("NEW_FAILURE offline/model ambiguous-payment 0", result.stdout)
 
 
 if __name__ == "__main__":

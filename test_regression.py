@@ -1,17 +1,29 @@
-"""The checker, cost, summary and the runner end to end (SPEC A1-A5, A7). Offline."""
+"""The runner in-process: checker, cost, summary, requests, main, concurrency,
+retries, resume, case files, budgets and the trust rules (SPEC A1-A5, A7, B).
+
+Everything runs offline through the real SDK over httpx.MockTransport.
+"""
 
 import contextlib
 import io
 import json
 import os
+import random
 import stat
-import tempfile
+import threading
+import time
 import unittest
+from datetime import datetime, timedelta, timezone
+from email.utils import format_datetime
 from unittest import mock
 
+import httpx
+from perplexity import Perplexity
+from perplexity.generated.api import ApiChatCompletionsRequestInput
 
 import regression
 import simulated_api
+from testing import KEY, Harness, quiet, read_json, read_text, temp_dir
 
 CASE = {case["id"]: case for case in regression.CASES}
 PAYMENT = CASE["ambiguous-payment"]
@@ -42,10 +54,58 @@ def right_answer(case):
                   [f"https://www.rfc-editor.org/rfc/{case['rfc']}"])
 
 
-def temp_dir(test):
-    folder = tempfile.mkdtemp()
-    test.addCleanup(lambda: __import__("shutil").rmtree(folder, ignore_errors=True))
-    return folder
+INCIDENT = {
+    "id": "refund-timeout",
+    "expected": "unknown",
+    "rfc": "rfc9110",
+    "action": "verify_outcome",
+    "question": "Checkout log: POST /v1/refunds; refund_id=rf_9\nhttpx.ReadTimeout after 30s; "
+                "no response received.",
+}
+TOML_CASES = '''
+[[cases]]
+id = "refund-timeout"
+expected = "unknown"
+rfc = "rfc9110"
+action = "verify_outcome"
+question = """Checkout log: POST /v1/refunds; refund_id=rf_9
+httpx.ReadTimeout after 30s; no response received."""
+'''
+
+
+def row(model, case_id, repeat, passed=True, cost="0.1", error=None):
+    return {"model": model, "case_id": case_id, "repeat": repeat, "passed": passed,
+            "reasons": [] if passed else ["wrong_code"], "cost_usd": cost, "error": error}
+
+
+def full_rows(models, repeats):
+    return [row(m, c["id"], r) for r in range(repeats)
+            for c in regression.CASES for m in models]
+
+
+def sdk_client(state, before_request=None):
+    return simulated_api.sdk_client(state, before_request, api_key="test-key",
+                                    max_retries=0, timeout=180)
+
+
+def chat_body(**change):
+    """A chat-completions response for the payment case, with changes."""
+    body = simulated_api.chat_response(1, PAYMENT, "sonar-pro", ())
+    body.update(change)
+    return {k: v for k, v in body.items() if v is not None}
+
+
+def run_chat(body):
+    """run_one for chat:sonar-pro against a canned chat response; (row, request)."""
+    captured = []
+
+    def handle(request):
+        captured.append(request)
+        return httpx.Response(200, json=body)
+
+    client = Perplexity(api_key="test-key-0123", max_retries=0, http_client=httpx.Client(
+        transport=httpx.MockTransport(handle)))
+    return regression.run_one(client, PAYMENT, "chat:sonar-pro"), captured[0]
 
 
 class CheckTest(unittest.TestCase):
@@ -196,16 +256,6 @@ class CostTest(unittest.TestCase):
                 self.assertEqual(regression.reported_cost(raw), expected)
 
 
-def row(model, case_id, repeat, passed=True, cost="0.1", error=None):
-    return {"model": model, "case_id": case_id, "repeat": repeat, "passed": passed,
-            "reasons": [] if passed else ["wrong_code"], "cost_usd": cost, "error": error}
-
-
-def full_rows(models, repeats):
-    return [row(m, c["id"], r) for r in range(1, repeats + 1)
-            for c in regression.CASES for m in models]
-
-
 class SummaryTest(unittest.TestCase):
     models = ["a", "b"]
 
@@ -219,7 +269,7 @@ class SummaryTest(unittest.TestCase):
 
     def test_a_failed_row_is_exit_1_and_disqualifies_only_its_model(self):
         rows = full_rows(self.models, 1)
-        rows[3] = row("b", rows[3]["case_id"], 1, passed=False)
+        rows[3] = row("b", rows[3]["case_id"], 0, passed=False)
         result = regression.summary(rows, self.models, 1)
         self.assertEqual(result["exit_code"], 1)
         self.assertFalse(result["models"]["b"]["qualified"])
@@ -227,7 +277,7 @@ class SummaryTest(unittest.TestCase):
 
     def test_an_error_row_is_exit_2(self):
         rows = full_rows(self.models, 1)
-        rows[0] = row("a", rows[0]["case_id"], 1, passed=False, error="APIStatusError")
+        rows[0] = row("a", rows[0]["case_id"], 0, passed=False, error="APIStatusError")
         self.assertEqual(regression.summary(rows, self.models, 1)["exit_code"], 2)
 
     def test_incomplete_duplicate_or_extra_rows_are_exit_2(self):
@@ -235,8 +285,9 @@ class SummaryTest(unittest.TestCase):
         table = [
             ("missing", rows[:-1]),
             ("duplicate", rows + [rows[0]]),
-            ("extra model", rows + [row("c", "rate-limit", 1)]),
-            ("extra repeat", rows + [row("a", "rate-limit", 2)]),
+            ("extra model", rows + [row("c", "rate-limit", 0)]),
+            ("extra repeat", rows + [row("a", "rate-limit", 1)]),
+            ("repeats from 1", [dict(r, repeat=1) for r in rows]),
             ("none", []),
         ]
         for name, candidate in table:
@@ -254,16 +305,6 @@ class SummaryTest(unittest.TestCase):
                          "0.3000002")
         rows[1]["cost_usd"] = None
         self.assertIsNone(regression.summary(rows, ["a"], 1)["models"]["a"]["reported_cost_usd"])
-
-
-# ---------------------------------------------------------------------------
-# Through the real SDK: requests, main end to end, evidence on disk.
-# ---------------------------------------------------------------------------
-
-
-def sdk_client(state, before_request=None):
-    return simulated_api.sdk_client(state, before_request, api_key="test-key",
-                                    max_retries=0, timeout=180)
 
 
 class RequestTest(unittest.TestCase):
@@ -327,35 +368,81 @@ class RequestTest(unittest.TestCase):
             regression.run_one(client, PAYMENT, "m")
 
 
-class MainTest(unittest.TestCase):
-    def setUp(self):
-        self.folder = temp_dir(self)
-        self.out = os.path.join(self.folder, "results.json")
-        self.state = simulated_api.new_state(regression.CASES, unsafe_models=())
-        self.client_kwargs = []
-        self.before_request = None
-        patcher = mock.patch.object(regression, "Perplexity", self.fake_perplexity)
-        patcher.start()
-        self.addCleanup(patcher.stop)
-        env = mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": "test-key"})
-        env.start()
-        self.addCleanup(env.stop)
+class ChatRequestTest(unittest.TestCase):
+    def test_exact_request_body_with_only_known_fields(self):
+        row, request = run_chat(chat_body())
+        self.assertEqual((request.method, request.url.path), ("POST", "/chat/completions"))
+        body = json.loads(request.content)
+        self.assertEqual(body, {
+            "model": "sonar-pro",
+            "messages": [{"role": "system", "content": regression.INSTRUCTIONS},
+                         {"role": "user", "content": PAYMENT["question"]}],
+            "search_domain_filter": ["rfc-editor.org"],
+            "web_search_options": {"search_context_size": "medium"},
+            "num_search_results": 5,
+            "response_format": regression.FORMAT,
+            "max_tokens": 4096,
+        })
+        known = {field.alias or name for name, field in
+                 ApiChatCompletionsRequestInput.model_fields.items()}
+        self.assertLessEqual(set(body), known)
+        self.assertLessEqual(set(body), simulated_api.CHAT_FIELDS)
+        for leaked in ("expected", "action", "rfc"):
+            self.assertNotIn(leaked, body)
+        self.assertNotIn("verify_outcome", body["messages"][1]["content"])
 
-    def fake_perplexity(self, **kwargs):
-        self.client_kwargs.append(kwargs)
-        return sdk_client(self.state, lambda request: self.before_request
-                          and self.before_request(request))
 
+class ChatCheckTest(unittest.TestCase):
+    def test_a_right_chat_answer_passes_and_keeps_the_raw_response(self):
+        row, _ = run_chat(chat_body())
+        self.assertEqual((row["reasons"], row["passed"], row["cost_usd"]), ([], True, "0.0042"))
+        self.assertEqual(row["response"]["object"], "chat.completion")
+        self.assertIn("choices", row["response"])
+        self.assertEqual(json.loads(row["answer_text"])["code"], "unknown")
+
+    def test_receipts(self):
+        table = [
+            ("citations when search_results is absent",
+             chat_body(search_results=None, citations=[RFC9110]), []),
+            ("no fallback when search_results is present but empty",
+             chat_body(search_results=[], citations=[RFC9110]),
+             ["search_not_observed", "citation_not_in_search_results"]),
+            ("no receipt at all", chat_body(search_results=None, citations=None),
+             ["search_not_observed", "citation_not_in_search_results"]),
+            ("a receipt for another document",
+             chat_body(search_results=[{"title": "x", "url": "https://www.rfc-editor.org/rfc/rfc6585"}]),
+             ["citation_not_in_search_results"]),
+        ]
+        for name, body, reasons in table:
+            with self.subTest(name):
+                self.assertEqual(run_chat(body)[0]["reasons"], reasons)
+
+    def test_truncated_answer_is_not_completed(self):
+        body = chat_body()
+        body["choices"][0]["finish_reason"] = "length"
+        self.assertEqual(run_chat(body)[0]["reasons"], ["response_not_completed"])
+
+    def test_unsafe_chat_answer_is_caught(self):
+        body = simulated_api.chat_response(1, PAYMENT, "sonar-pro", {"sonar-pro"})
+        self.assertEqual(run_chat(body)[0]["reasons"], ["wrong_code", "wrong_next_action"])
+
+    def test_normalising(self):
+        raw = chat_body()
+        raw["choices"][0]["message"]["content"] = [{"type": "text", "text": "{\"a\""},
+                                                   {"type": "text", "text": ": 1}"}]
+        self.assertEqual(regression.chat_answer_text(raw), '{"a": 1}')
+        for broken in (None, {}, {"choices": []}, {"choices": [None]}, {"usage": 3}):
+            with self.subTest(broken=broken):
+                normal = regression.chat_as_agent(broken)
+                self.assertNotEqual(normal["status"], "completed")
+                self.assertIsNone(regression.reported_cost(normal))
+                self.assertIsNone(regression.chat_answer_text(broken))
+
+
+class MainTest(Harness):
     def run_main(self, *args):
-        output, errors = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(output), contextlib.redirect_stderr(errors):
-            code = regression.main(["--out", self.out, *args])
-        self.stderr = errors.getvalue()
-        return code, output.getvalue()
-
-    def record(self):
-        with open(self.out, encoding="utf-8") as handle:
-            return json.load(handle)
+        code, output, self.stderr = self.main(*args)
+        return code, output
 
     def test_all_correct_three_repeats_exit_0_with_24_rows(self):
         code, output = self.run_main("--repeats", "3")
@@ -392,8 +479,8 @@ class MainTest(unittest.TestCase):
         self.run_main("--repeats", "2")
         keys = [(r["repeat"], r["case_id"], r["model"]) for r in self.record()["runs"]]
         first, second = regression.MODELS
-        expected = [(1, c["id"], m) for c in regression.CASES for m in (second, first)]
-        expected += [(2, c["id"], m) for c in regression.CASES for m in (first, second)]
+        expected = [(0, c["id"], m) for c in regression.CASES for m in (first, second)]
+        expected += [(1, c["id"], m) for c in regression.CASES for m in (second, first)]
         self.assertEqual(keys, expected)
 
     def test_record_fields(self):
@@ -434,7 +521,440 @@ class MainTest(unittest.TestCase):
 
     def test_no_temporary_files_are_left_beside_the_record(self):
         self.run_main()
-        self.assertEqual(os.listdir(self.folder), ["results.json"])
+        self.assertEqual(os.listdir(self.folder), ["r.json"])
+
+
+class JobsTest(Harness):
+    def setUp(self):
+        super().setUp()
+        self.delay = lambda number: 0.0
+        self.arrivals = []
+        self.lock = threading.Lock()
+        self.before_request = self.arrive
+
+    def arrive(self, request):
+        with self.lock:
+            self.arrivals.append(json.loads(request.content)["model"])
+            number = len(self.arrivals)
+        time.sleep(self.delay(number))  # answers finish in a chosen order
+
+    def run_main(self, *args):
+        out = self.path(f"run{len(os.listdir(self.folder))}.json")
+        code, _, _ = quiet(regression.main, ["--out", out, *args])
+        return code, read_json(out)
+
+    def keys(self, record):
+        return [(r["repeat"], r["case_id"], r["model"]) for r in record["runs"]]
+
+    def test_jobs_1_and_8_save_the_same_order_when_answers_arrive_out_of_order(self):
+        # Later requests answer first: 8 in flight finish in reverse order.
+        self.delay = lambda number: 0.01 * (8 - number % 8)
+        code1, sequential = self.run_main("--repeats", "2", "--jobs", "1")
+        code8, concurrent = self.run_main("--repeats", "2", "--jobs", "8")
+        self.assertEqual((code1, code8), (0, 0))
+        expected = [(r, c["id"], m) for r, c, m in
+                    regression.run_order(regression.MODELS, regression.CASES, 2)]
+        self.assertEqual(self.keys(sequential), expected)
+        self.assertEqual(self.keys(concurrent), expected)
+        strip = lambda record: [{k: v for k, v in r.items() if k not in ("seconds", "response")}
+                                for r in record["runs"]]
+        self.assertEqual(strip(sequential), strip(concurrent))
+
+    def test_no_new_request_after_an_error_and_in_flight_rows_are_saved(self):
+        # The first request to arrive fails at once; the other three in flight
+        # are slow, and must still be saved. Nothing new may start.
+        self.state["faults"].append(simulated_api.error(401, "invalid api key"))
+        self.delay = lambda number: 0.0 if number == 1 else 0.2
+        code, record = self.run_main("--repeats", "3", "--jobs", "4")
+        self.assertEqual(code, 2)
+        self.assertEqual(len(self.arrivals), 4)
+        self.assertEqual(len(record["runs"]), 4)
+        self.assertEqual(sum(1 for r in record["runs"] if r["error"]), 1)
+        self.assertEqual(record["summary"]["exit_code"], 2)
+
+    def test_jobs_live_in_execution_not_config(self):
+        _, record = self.run_main("--jobs", "3")
+        self.assertEqual(record["execution"]["jobs"], 3)
+        self.assertNotIn("jobs", record["config"])
+
+    def test_jobs_out_of_range_is_a_usage_error(self):
+        for jobs in ("0", "33"):
+            with self.subTest(jobs=jobs), self.assertRaises(SystemExit) as raised, \
+                    contextlib.redirect_stderr(io.StringIO()):
+                regression.main(["--jobs", jobs, "--out", self.path("x")])
+            self.assertEqual(raised.exception.code, 2)
+        self.assertEqual(self.arrivals, [])
+
+    def test_record_stays_valid_when_a_checkpoint_write_fails_midway(self):
+        real_write_all = regression.record.write_all
+        calls = []
+
+        def failing_write_all(fd, data, offset):
+            calls.append(1)
+            if len(calls) >= 5:  # the disk fills up while the second row is saved
+                real_write_all(fd, data[: len(data) // 2], offset)
+                raise OSError(28, "No space left on device")
+            real_write_all(fd, data, offset)
+
+        out = self.path("r.json")
+        with mock.patch.object(regression.record, "write_all", failing_write_all), \
+                contextlib.redirect_stdout(io.StringIO()), self.assertRaises(OSError):
+            regression.main(["--out", out])
+        with open(out, encoding="utf-8") as handle:
+            record = json.load(handle)  # the last complete checkpoint, not a torn one
+        self.assertEqual(len(record["runs"]), 1)
+        self.assertEqual(record["summary"]["exit_code"], 2)
+
+
+class PureTest(unittest.TestCase):
+    now = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
+
+    def test_retry_after_seconds(self):
+        table = [
+            ("seconds", "7", 7.0),
+            ("capped", "86400", 120.0),
+            ("zero", "0", 0.0),
+            ("http date", format_datetime(self.now + timedelta(seconds=30), usegmt=True), 30.0),
+            ("date in the past", format_datetime(self.now - timedelta(seconds=30), usegmt=True),
+             0.0),
+            ("negative", "-5", None),
+            ("garbage", "soon", None),
+            ("empty", "", None),
+            ("absent", None, None),
+        ]
+        for name, value, expected in table:
+            with self.subTest(name):
+                self.assertEqual(regression.retry_after_seconds(value, self.now), expected)
+
+    def test_backoff_is_bounded_and_jittered(self):
+        rng = random.Random(7)
+        for attempt in range(1, 12):
+            ceiling = min(regression.BACKOFF_CAP, regression.BACKOFF_BASE * 2 ** (attempt - 1))
+            with self.subTest(attempt=attempt):
+                wait = regression.backoff_seconds(attempt, rng)
+                self.assertTrue(ceiling / 2 <= wait <= ceiling, wait)
+
+    def test_redact(self):
+        table = [
+            ("the key", f"key {KEY} echoed", [KEY], "key [REDACTED] echoed"),
+            ("a bearer token", "Authorization: Bearer abc.def-123", [], "Authorization: Bearer [REDACTED]"),
+            ("another pplx key", "saw pplx-Zz09_-x here", [], "saw [REDACTED] here"),
+            ("short keys are not redacted", "a b c", ["b"], "a b c"),
+            ("nothing secret", "invalid request body", [KEY], "invalid request body"),
+        ]
+        for name, text, secrets, expected in table:
+            with self.subTest(name):
+                self.assertEqual(regression.redact(text, secrets), expected)
+
+    def test_error_message_prefers_the_api_words_and_is_bounded(self):
+        request = httpx.Request("POST", "http://127.0.0.1/v1/responses")
+        response = httpx.Response(400, request=request)
+        from perplexity import BadRequestError
+        exc = BadRequestError("Error code: 400", response=response,
+                              body={"error": {"message": "x" * 900 + KEY}})
+        message = regression.error_message(exc, [KEY])
+        self.assertEqual(message, "x" * 500)
+        exc = BadRequestError("Error code: 400", response=response,
+                              body={"error": {"message": 'json: unknown field "X"'}})
+        self.assertEqual(regression.error_message(exc, [KEY]), 'json: unknown field "X"')
+
+
+class RetryTest(unittest.TestCase):
+    """RetryingClient through the real SDK: only the API's own 429 and 503."""
+
+    def setUp(self):
+        self.state = simulated_api.new_state(regression.CASES, unsafe_models=())
+        self.raise_in_transport = None
+        sleep = mock.patch.object(regression.time, "sleep")
+        self.sleep = sleep.start()
+        self.addCleanup(sleep.stop)
+
+    def client(self):
+        def before_request(request):
+            if self.raise_in_transport:
+                raise self.raise_in_transport(request)
+
+        return simulated_api.sdk_client(self.state, before_request, api_key=KEY, max_retries=0)
+
+    def send(self, retries=2):
+        pause = regression.Pause()
+        sender = regression.RetryingClient(self.client(), retries, pause, [KEY], "m rate-limit")
+        row, _, self.stderr = quiet(regression.run_one, sender, regression.CASES[0], "m")
+        return row, sender, pause
+
+    def test_429_and_503_are_retried_with_the_advertised_wait(self):
+        for status in (429, 503):
+            with self.subTest(status=status):
+                self.state["faults"] = [simulated_api.error(status, "slow down",
+                                                            [("Retry-After", "3")])]
+                row, stats, _ = self.send()
+                self.assertTrue(row["passed"], row)
+                self.assertEqual((stats.attempts, stats.waited_seconds), (2, 3.0))
+
+    def test_429_pauses_new_starts_but_503_does_not(self):
+        self.state["faults"] = [simulated_api.error(429, "slow", [("Retry-After", "5")])]
+        _, _, pause = self.send()
+        self.assertGreater(pause.until, time.monotonic() + 4)
+        self.state["faults"] = [simulated_api.error(503, "busy", [("Retry-After", "5")])]
+        _, _, pause = self.send()
+        self.assertEqual(pause.until, 0.0)
+
+    def test_without_retry_after_the_wait_is_backoff(self):
+        self.state["faults"] = [simulated_api.error(503, "busy")]
+        with mock.patch.object(regression, "backoff_seconds", return_value=0.75) as backoff:
+            row, stats, _ = self.send()
+        self.assertTrue(row["passed"])
+        backoff.assert_called_once_with(1)
+        self.assertEqual(stats.waited_seconds, 0.75)
+
+    def test_other_failures_are_never_retried(self):
+        table = [
+            ("500", simulated_api.error(500, "internal"), None, "InternalServerError"),
+            ("400", simulated_api.error(400, "bad"), None, "BadRequestError"),
+            ("timeout", None, lambda request: httpx.ReadTimeout("t", request=request),
+             "APITimeoutError"),
+            ("dropped", None, lambda request: httpx.RemoteProtocolError("x", request=request),
+             "APIConnectionError"),
+        ]
+        for name, fault, raiser, error in table:
+            with self.subTest(name):
+                self.state["faults"] = [fault] if fault else []
+                self.raise_in_transport = raiser
+                row, stats, _ = self.send()
+                self.assertEqual((row["error"], stats.attempts), (error, 1))
+                self.assertTrue(stats.error_message)
+                self.sleep.assert_not_called()
+
+    def test_retries_are_bounded(self):
+        for retries in (0, 2):
+            with self.subTest(retries=retries):
+                self.state["faults"] = [simulated_api.error(429, "slow", [("Retry-After", "1")])
+                                        for _ in range(5)]
+                row, stats, _ = self.send(retries)
+                self.assertEqual((row["error_status"], stats.attempts), (429, retries + 1))
+
+
+class ResumeTest(Harness):
+    def setUp(self):
+        super().setUp()
+        self.arrivals = []
+        self.before_request = lambda request: self.arrivals.append(time.monotonic())
+
+    def main(self, *args):
+        return super().main(*args, out=False)
+
+    def test_a_429_holds_every_new_start_until_its_wait_is_over(self):
+        self.state["faults"] = [simulated_api.error(429, "slow", [("Retry-After", "1")])]
+        code, _, _ = self.main("--out", self.out, "--jobs", "4")
+        self.assertEqual(code, 0)
+        first = self.arrivals[0]
+        later = [t - first for t in self.arrivals if t - first > 0.2]
+        self.assertTrue(later)
+        self.assertTrue(all(t >= 0.95 for t in later), later)
+        rows = read_json(self.out)["runs"]
+        self.assertEqual(sum(r["attempts"] for r in rows), 9)
+        self.assertEqual(read_json(self.out)["execution"]["retries"], 2)
+
+    def test_resume_reruns_error_rows_and_missing_rows_only(self):
+        self.state["faults"] = [simulated_api.error(401, "bad key")]
+        self.state["faults"][0:0] = []
+        first_code, _, _ = self.main("--out", self.out)
+        self.assertEqual(first_code, 2)
+        self.assertEqual(len(read_json(self.out)["runs"]), 1)
+        before = len(self.state["requests"])
+        code, output, _ = self.main("--resume", self.out)
+        self.assertEqual(code, 0)
+        self.assertEqual(len(self.state["requests"]) - before, 8)
+        record = read_json(self.out)
+        self.assertEqual(len(record["runs"]), 8)
+        self.assertFalse(any(r["error"] for r in record["runs"]))
+        self.assertEqual(record["execution"]["resumed"], 1)
+        self.assertEqual(os.listdir(self.folder), ["r.json"])
+
+    def test_resume_keeps_good_rows_without_sending_them_again(self):
+        self.main("--out", self.out)
+        record = read_json(self.out)
+        del record["runs"][2:5]
+        with open(self.out, "w", encoding="utf-8") as handle:
+            json.dump(record, handle)
+        kept = [json.dumps(r, sort_keys=True) for r in record["runs"]]
+        before = len(self.state["requests"])
+        code, output, _ = self.main("--resume", self.out)
+        self.assertEqual(code, 0)
+        self.assertEqual(len(self.state["requests"]) - before, 3)
+        self.assertIn("5 of 8 rows kept", output)
+        resumed = read_json(self.out)
+        self.assertEqual([(r["repeat"], r["case_id"], r["model"]) for r in resumed["runs"]],
+                         [(r, c["id"], m) for r, c, m in regression.run_order(
+                             regression.MODELS, regression.CASES, 1)])
+        self.assertTrue(set(kept) <= {json.dumps(r, sort_keys=True) for r in resumed["runs"]})
+        self.assertEqual(resumed["created_at"], record["created_at"])
+
+    def test_resume_refusals_name_the_problem_and_touch_nothing(self):
+        self.main("--out", self.out)
+        original = read_json(self.out)
+
+        def variant(change):
+            record = json.loads(json.dumps(original))
+            change(record)
+            path = os.path.join(self.folder, f"v{len(os.listdir(self.folder))}.json")
+            with open(path, "w", encoding="utf-8") as handle:
+                json.dump(record, handle)
+            return path
+
+        table = [
+            ("instructions not text", variant(lambda r: r["config"].update(instructions=7)),
+             "instructions"),
+            ("tool", variant(lambda r: r["config"]["tool"].update(max_results=9)), "tool"),
+            ("code", variant(lambda r: r.update(code_sha256="0" * 64)), "code_sha256"),
+            ("sdk", variant(lambda r: r.update(sdk_version="0.1.0")), "perplexityai"),
+            ("foreign row", variant(lambda r: r["runs"].append(dict(r["runs"][0], repeat=5))),
+             "not one of the record's planned requests"),
+            ("not a record", variant(lambda r: r.pop("config")), "no config object"),
+            ("row model a list", variant(lambda r: r["runs"][0].update(model=["x"])),
+             "no valid model"),
+            ("row passed disagrees", variant(lambda r: r["runs"][0].update(passed=False)),
+             "disagree"),
+            ("row cost not a number", variant(lambda r: r["runs"][0].update(cost_usd="cheap")),
+             "cost_usd must be null or a non-negative decimal"),
+            ("missing", os.path.join(self.folder, "none.json"), "No such file"),
+        ]
+        for name, path, words in table:
+            with self.subTest(name):
+                before = read_text(path) if os.path.exists(path) else None
+                sent = len(self.state["requests"])
+                code, _, errors = self.main("--resume", path)
+                self.assertEqual(code, 2)
+                self.assertIn(words, errors)
+                self.assertEqual(len(errors.splitlines()), 1)
+                self.assertEqual(len(self.state["requests"]), sent)
+                if before is not None:
+                    self.assertEqual(read_text(path), before)
+
+    def test_resume_with_run_flags_is_a_usage_error(self):
+        for flags in (["--models", "a"], ["--repeats", "2"], ["--out", "x.json"]):
+            with self.subTest(flags=flags), self.assertRaises(SystemExit) as raised:
+                self.main("--resume", self.out, *flags)
+            self.assertEqual(raised.exception.code, 2)
+
+
+class CasesFileTest(Harness):
+    def setUp(self):
+        super().setUp()
+        self.state["cases"] = regression.CASES + [INCIDENT]
+
+    def test_json_and_toml_case_files_replace_the_built_in_cases(self):
+        for name, text in [("c.json", json.dumps([INCIDENT])),
+                           ("wrapped.json", json.dumps({"cases": [INCIDENT]})),
+                           ("c.toml", TOML_CASES)]:
+            with self.subTest(name):
+                if os.path.exists(self.out):
+                    os.remove(self.out)
+                code, output, _ = self.main("--cases", self.write(name, text))
+                self.assertEqual(code, 0, output)
+                record = self.record()
+                self.assertEqual(record["config"]["cases"], [INCIDENT])
+                self.assertEqual(len(record["runs"]), 2)
+                self.assertEqual({r["case_id"] for r in record["runs"]}, {"refund-timeout"})
+
+    def test_every_invalid_case_file_is_one_line_exit_2_and_nothing_sent(self):
+        def with_case(**change):
+            case = {**INCIDENT, **change}
+            return json.dumps([{k: v for k, v in case.items() if v is not None}])
+
+        table = [
+            ("empty id", with_case(id=""), "field id"),
+            ("id with spaces", with_case(id="a b"), "field id"),
+            ("duplicate id", json.dumps([INCIDENT, INCIDENT]), "field id repeats"),
+            ("expected 42", with_case(expected="42"), "field expected"),
+            ("expected int", with_case(expected=503), "field expected"),
+            ("action", with_case(action="retry_now"), "field action"),
+            ("rfc", with_case(rfc="RFC 9110"), "field rfc"),
+            ("question empty", with_case(question="  "), "field question"),
+            ("missing field", with_case(rfc=None), "missing field rfc"),
+            ("unknown field", with_case(note="x"), "unknown field note"),
+            ("empty list", "[]", "non-empty list"),
+            ("not a list", '{"id": "x"}', "non-empty list"),
+            ("case not an object", "[7]", "case 1"),
+            ("bad JSON", "[{", "cannot parse"),
+        ]
+        for name, text, words in table:
+            with self.subTest(name):
+                code, _, errors = self.main("--cases", self.write("bad.json", text))
+                self.assertEqual(code, 2)
+                self.assertEqual(len(errors.splitlines()), 1, errors)
+                self.assertIn(words, errors)
+                self.assertIn("bad.json", errors)
+                self.assertFalse(os.path.exists(self.out))
+                self.assertEqual(self.state["requests"], [])
+
+    def test_invalid_toml_and_other_extensions_are_refused(self):
+        for name, text, words in [("bad.toml", "[[cases]\nid=", "cannot parse"),
+                                  ("c.yaml", "- id: x", ".json or .toml"),
+                                  ("toml-case.toml", TOML_CASES.replace('"unknown"', '"5xx"'),
+                                   "case 1 (refund-timeout): field expected")]:
+            with self.subTest(name):
+                code, _, errors = self.main("--cases", self.write(name, text))
+                self.assertEqual(code, 2)
+                self.assertIn(words, errors)
+
+    def test_missing_case_file_exits_2(self):
+        code, _, errors = self.main("--cases", self.path("none.json"))
+        self.assertEqual(code, 2)
+        self.assertIn("none.json", errors)
+
+
+class BudgetAndProgressTest(Harness):
+    def test_max_cost_stops_new_requests_and_exits_2(self):
+        code, output, errors = self.main("--max-cost", "0.01")
+        self.assertEqual(code, 2)
+        record = self.record()
+        self.assertEqual(len(record["runs"]), 3)  # 0.0042 each: 0.0126 >= 0.01
+        self.assertEqual(len(self.state["requests"]), 3)
+        self.assertTrue(record["execution"]["stopped_for_budget"])
+        self.assertEqual(record["execution"]["max_cost"], "0.01")
+        self.assertIn("--max-cost", errors)
+
+    def test_unknown_cost_warns_once(self):
+        original = simulated_api.agent_response
+
+        def no_cost(*args):
+            response = original(*args)
+            del response["usage"]["cost"]
+            return response
+
+        with mock.patch.object(simulated_api, "agent_response", no_cost):
+            code, output, errors = self.main("--max-cost", "1")
+        self.assertEqual(code, 0)
+        self.assertEqual(errors.count("warning: a row has no reported cost"), 1)
+        self.assertIn("at least $0 so far", output)
+
+    def test_bad_budget_is_a_usage_error(self):
+        for value in ("0", "-1", "NaN", "lots"):
+            with self.subTest(value), self.assertRaises(SystemExit) as raised, \
+                    contextlib.redirect_stderr(io.StringIO()):
+                regression.main(["--out", self.out, "--max-cost", value])
+            self.assertEqual(raised.exception.code, 2)
+
+    def test_rows_show_progress_and_the_run_ends_with_a_verdict(self):
+        code, output, _ = self.main()
+        lines = output.splitlines()
+        self.assertTrue(lines[0].startswith("[1/8] repeat 0 "))
+        self.assertTrue(lines[7].startswith("[8/8] repeat 0 "))
+        self.assertRegex(lines[7], r"\| \d+\.\ds elapsed, \$0\.0336 so far$")
+        self.assertEqual(json.loads(lines[8])["exit_code"], 0)
+        self.assertTrue(lines[-2].startswith("QUALIFIED"))  # the verdict stays in view
+        self.assertEqual(lines[-1], f"Record: {self.out}")
+
+    def test_settings_that_cannot_change_answers_live_in_execution(self):
+        self.main("--junit", self.path("j.xml"), "--summary-md", self.path("s.md"),
+                  "--max-cost", "5")
+        record = self.record()
+        self.assertEqual(record["execution"]["junit"], self.path("j.xml"))
+        self.assertEqual(record["execution"]["summary_md"], self.path("s.md"))
+        self.assertEqual(record["execution"]["max_cost"], "5")
+        for key in ("junit", "summary_md", "max_cost", "jobs", "retries"):
+            self.assertNotIn(key, record["config"])
 
 
 if __name__ == "__main__":

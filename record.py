@@ -1,0 +1,418 @@
+"""The record on disk: one writer, one reader, one validator.
+
+Every script that touches a saved run goes through this module: regression.py
+writes a record with RecordFile and reads one back for --resume and --regrade;
+compare_runs.py and the reports read and validate it. It imports nothing of
+the project and not the SDK, so comparing two files starts fast.
+
+    record = read_record("results.json")          # ValueError with the reason
+    rows = validate_record(record)                # {(model, case id, repeat): row}
+
+    with RecordFile.create("new.json", head, tail) as saved:
+        saved.add(0, row)                         # rows in any order, by plan index
+        saved.save(tail)                          # atomic, costs one row's bytes
+
+A reader that opens the record while a run is saving it uses read_record: it
+re-reads when the file changed under it (see read_record), so it never sees a
+half-written record.
+"""
+
+import contextlib
+import errno
+import fcntl
+import glob
+import hashlib
+import json
+import math
+import os
+import re
+import stat
+from decimal import Decimal, InvalidOperation
+
+MAX_REPEATS = 10  # a run is an observation; more repeats cost money, not truth
+MAX_RECORD_BYTES = 256 << 20  # a 2,400-row run is ~27 MB; far larger is not a record
+READ_TRIES = 5  # re-reads of a record that a running save keeps changing
+ACTIONS = ("wait_then_retry", "refresh_precondition", "verify_outcome")
+CASE_FIELDS = ("id", "expected", "rfc", "action", "question")
+CASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # safe in lines, XML, Markdown
+STATUS = re.compile(r"[1-5][0-9][0-9]|unknown")
+RFC_NAME = re.compile(r"rfc[1-9][0-9]{0,4}")
+MAX_COST_EXPONENT = 12  # |adjusted exponent| of a cost: no request costs 1e12 USD
+HIDDEN_NAME = 32  # characters of the record's name kept in its hidden files' names
+
+# --------------------------------------------------------------------------
+# Pure: JSON text and validation.
+# --------------------------------------------------------------------------
+
+
+def dumps(value, **options):
+    """Standard JSON only: NaN or Infinity raise ValueError instead of being written."""
+    return json.dumps(value, allow_nan=False, **options)
+
+
+def validate_cases(data, source):
+    """Cases from a --cases file or a record's config, or ValueError naming the field."""
+    if isinstance(data, dict) and set(data) == {"cases"}:
+        data = data["cases"]
+    if not isinstance(data, list) or not data:
+        raise ValueError(f"{source}: expected a non-empty list of cases "
+                         "(a JSON list, or `cases` tables in TOML)")
+    rules = [
+        ("id", lambda v: CASE_ID.fullmatch(v), "letters, digits, . _ - (at most 64)"),
+        ("expected", lambda v: STATUS.fullmatch(v), "a three-digit status or unknown"),
+        ("rfc", lambda v: RFC_NAME.fullmatch(v), "like rfc9110"),
+        ("action", lambda v: v in ACTIONS, "one of " + ", ".join(ACTIONS)),
+        ("question", lambda v: v.strip(), "the non-empty log the model sees"),
+    ]
+    seen = set()
+    for number, case in enumerate(data, 1):
+        where = f"{source}: case {number}"
+        if not isinstance(case, dict):
+            raise ValueError(f"{where}: must be an object with {', '.join(CASE_FIELDS)}")
+        if isinstance(case.get("id"), str) and CASE_ID.fullmatch(case["id"]):
+            where += f" ({case['id']})"
+        unknown = sorted(set(case) - set(CASE_FIELDS), key=str)
+        missing = [field for field in CASE_FIELDS if field not in case]
+        if unknown or missing:
+            problem = (f"unknown field {str(unknown[0])[:40]}" if unknown
+                       else f"missing field {missing[0]}")
+            raise ValueError(f"{where}: {problem}; a case has exactly {', '.join(CASE_FIELDS)}")
+        for field, rule, wanted in rules:
+            if not isinstance(case[field], str) or not rule(case[field]):
+                raise ValueError(f"{where}: field {field} must be {wanted}")
+        if case["id"] in seen:
+            raise ValueError(f"{where}: field id repeats an earlier case")
+        seen.add(case["id"])
+    return [{field: case[field] for field in CASE_FIELDS} for case in data]
+
+
+def names(value, what):
+    """A non-empty list of distinct, printable, non-empty strings, or ValueError."""
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"{what} must be a non-empty list")
+    for item in value:
+        if not isinstance(item, str) or not item or not item.isprintable() or len(item) > 200:
+            raise ValueError(f"{what} must hold short, printable, non-empty strings")
+    if len(set(value)) != len(value):
+        raise ValueError(f"{what} has duplicates")
+    return value
+
+
+def plan_keys(config):
+    """Every (model, case id, repeat) a complete run of config holds, or ValueError."""
+    if not isinstance(config, dict):
+        raise ValueError("the record has no config object")
+    models = names(config.get("models"), "config.models")
+    cases = config.get("cases")
+    if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
+        raise ValueError("config.cases must be a list of objects")
+    case_ids = names([case.get("id") for case in cases], "config.cases ids")
+    repeats = config.get("repeats")
+    # Bounds before building anything: a forged repeats must not allocate a
+    # billion keys. bool is an int in Python, and True is not a repeat count.
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
+        raise ValueError(f"config.repeats must be an integer 1..{MAX_REPEATS}")
+    return {(model, case_id, repeat) for model in models for case_id in case_ids
+            for repeat in range(repeats)}
+
+
+def cost_problem(cost):
+    """Why a saved cost_usd cannot be summed exactly, or None."""
+    if cost is None:
+        return None
+    try:
+        value = Decimal(cost) if isinstance(cost, str) else None
+    except InvalidOperation:
+        value = None
+    if value is None or not value.is_finite() or value < 0:
+        return "cost_usd must be null or a non-negative decimal string"
+    if abs(value.adjusted()) > MAX_COST_EXPONENT:
+        return "cost_usd is out of range"
+    return None
+
+
+def number(value):
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+ROW_TYPES = [  # field, test, what it must be; absent optional fields read as None
+    ("error", lambda v: v is None or isinstance(v, str), "null or a string"),
+    ("error_status", lambda v: v is None or (type(v) is int), "null or an integer"),
+    ("answer_text", lambda v: v is None or isinstance(v, str), "null or a string"),
+    ("response", lambda v: v is None or isinstance(v, dict), "null or an object"),
+    ("seconds", lambda v: v is None or (number(v) and v >= 0), "null or a number of seconds"),
+    ("attempts", lambda v: v is None or (type(v) is int and v >= 0), "null or a count"),
+    ("waited_seconds", lambda v: v is None or (number(v) and v >= 0), "null or seconds"),
+    ("error_message", lambda v: v is None or isinstance(v, str), "null or a string"),
+]
+
+
+def row_problem(row):
+    """Why a saved row cannot be trusted as evidence, or None."""
+    if not isinstance(row, dict):
+        return "is not an object"
+    key = (row.get("model"), row.get("case_id"), row.get("repeat"))
+    if not (isinstance(key[0], str) and isinstance(key[1], str) and type(key[2]) is int):
+        return "has no valid model, case_id and repeat"
+    reasons = row.get("reasons")
+    if not isinstance(reasons, list) or not all(isinstance(r, str) for r in reasons):
+        return "has reasons that are not a list of strings"
+    if not isinstance(row.get("passed"), bool) or row["passed"] != (not reasons):
+        return "has passed and reasons that disagree"
+    if row.get("error") and reasons != ["execution_error"]:
+        return "has an error but not the reason execution_error"
+    for field, test, wanted in ROW_TYPES:
+        if not test(row.get(field)):
+            return f"has {field} that is not {wanted}"
+    return cost_problem(row.get("cost_usd")) and f"has {cost_problem(row['cost_usd'])}"
+
+
+def validate_record(record, complete=True, errors=False):
+    """The rows of a saved record keyed by (model, case id, repeat), or ValueError.
+
+    complete: the rows must cover the config exactly (a comparison); else
+    they may be a part of it (a resume). errors: rows with an execution error
+    are allowed (a resume redoes them; a comparison cannot judge them).
+    """
+    if not isinstance(record, dict):
+        raise ValueError("the record is not a JSON object")
+    if not isinstance(record.get("runs"), list):
+        raise ValueError("the record has no runs list")
+    expected = plan_keys(record.get("config"))
+    rows = {}
+    for number_, row in enumerate(record["runs"], 1):
+        problem = row_problem(row)
+        if problem:
+            raise ValueError(f"run {number_} {problem}")
+        key = (row["model"], row["case_id"], row["repeat"])
+        where = f"run {number_} ({key[0]} {key[1]} {key[2]})"
+        if key in rows:
+            raise ValueError(f"{where} repeats an earlier run")
+        if key not in expected:
+            raise ValueError(f"{where} is not one of the record's planned requests")
+        if row.get("error") and not errors:
+            raise ValueError(f"{where} has an execution error; resume or rerun it "
+                             "before comparing")
+        rows[key] = row
+    if complete and set(rows) != expected:
+        raise ValueError(f"runs do not cover the config: {len(expected - set(rows))} missing")
+    return rows
+
+
+# --------------------------------------------------------------------------
+# I/O: reading a record.
+# --------------------------------------------------------------------------
+
+
+def read_record(path):
+    """A saved record, or ValueError with a one-line reason.
+
+    Only a regular file of at most MAX_RECORD_BYTES is read (a FIFO, a device
+    or a folder is refused without blocking). A running save may rewrite a
+    slot file that a reader still has open; if the file changed while it was
+    read, it is read again, so the JSON returned is one complete save.
+    """
+    for _ in range(READ_TRIES):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            raise ValueError(f"cannot open {path}: {exc.strerror or exc}") from None
+        try:
+            before = os.fstat(fd)
+            if not stat.S_ISREG(before.st_mode):
+                raise ValueError(f"{path} is not a regular file")
+            if before.st_size > MAX_RECORD_BYTES:
+                raise ValueError(f"{path} is larger than {MAX_RECORD_BYTES >> 20} MiB, "
+                                 "too large to be a record")
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                data = handle.read(MAX_RECORD_BYTES + 1)
+            after = os.fstat(fd)
+        except OSError as exc:
+            raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
+        finally:
+            os.close(fd)
+        if (before.st_mtime_ns, before.st_size) == (after.st_mtime_ns, after.st_size):
+            break
+    else:
+        raise ValueError(f"{path} kept changing while it was read; try again")
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
+        raise ValueError(f"{path} is not valid JSON ({reason})") from None
+
+
+# --------------------------------------------------------------------------
+# I/O: writing a record.
+#
+# A checkpoint after every row must be atomic (a kill at any instant leaves
+# the previous or the new complete record) and must not cost more as the run
+# grows. Rewriting the whole file each time is atomic but quadratic. So the
+# record lives in two "slot" files beside it, linked in turn at the record's
+# path: a save updates the slot that is *not* linked there, in place, writing
+# only the rows that slot lacks plus the short tail (pending rows, execution,
+# summary), fsyncs it, then links it over the path with one rename. Each row
+# is serialised once. The hidden files are named from the record's name cut
+# to HIDDEN_NAME characters plus a hash of its full path, so their length does
+# not grow with the record's name; a lock file beside them lets one writer at
+# a time hold the record, and that writer removes any slots a killed run left.
+# --------------------------------------------------------------------------
+
+
+class RecordBusy(Exception):
+    """Another process is writing this record."""
+
+
+def write_all(fd, data, offset):
+    while data:
+        written = os.pwrite(fd, data, offset)
+        data, offset = data[written:], offset + written
+
+
+def sync_folder(path):
+    fd = os.open(os.path.dirname(path), os.O_RDONLY)
+    try:
+        os.fsync(fd)  # the rename itself must survive a power cut
+    finally:
+        os.close(fd)
+
+
+def hidden_stem(path):
+    """The start of the names of a record's hidden files: short whatever the name."""
+    folder, name = os.path.split(path)
+    digest = hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return os.path.join(folder, f".{name[:HIDDEN_NAME]}.{digest}")
+
+
+def take_lock(path):
+    """An exclusive lock on the record's lock file, or RecordBusy at once."""
+    lock_path = hidden_stem(path) + ".lock"
+    while True:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RecordBusy(f"{path} is being written by another run; wait for it "
+                             "to finish") from None
+        # The holder before us may have removed the file after we opened it:
+        # then our lock is on a name nobody else sees, so take it again.
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(lock_path).st_ino == os.fstat(fd).st_ino:
+                return lock_path, fd
+        os.close(fd)
+
+
+class RecordFile:
+    """One record on disk, saved atomically after every row at a cost linear in its size."""
+
+    def __init__(self, path, head):
+        self.path = os.path.realpath(path)  # a link is followed, never replaced
+        self.head = ("{\n" + ",\n".join(f"{dumps(k)}: {dumps(v)}" for k, v in head.items())
+                     + ',\n"runs": [').encode()
+        self.prefix = []  # serialised rows 0..n-1, each with its separator
+        self.pending = {}  # plan index -> serialised row, finished out of order
+        self.slots = []  # [{"path", "fd", "rows", "offset"}]
+        self.live = 0  # the slot linked at the path: never written in place
+        self.lock = None
+
+    @classmethod
+    def create(cls, path, head, tail, rows=(), replace=False):
+        """Start the record at path holding rows [(index, row)]; exclusive unless replace.
+
+        FileExistsError when path exists and replace is False; RecordBusy when
+        another run holds it. Nothing at path is changed by a refusal.
+        """
+        self = cls(path, head)
+        self.lock = take_lock(self.path)
+        try:
+            for stale in glob.glob(glob.escape(hidden_stem(self.path)) + ".slot*"):
+                os.unlink(stale)  # left by a killed run: we hold the lock
+            if not replace and os.path.lexists(path):
+                raise FileExistsError(errno.EEXIST, "File exists", path)
+            for index, row in rows:
+                self.add(index, row)
+            slot = self.new_slot(0)
+            self.fill(slot, tail)
+            if replace:
+                self.link_over(slot["path"])
+            else:
+                os.link(slot["path"], self.path)  # FileExistsError: never overwrite
+            sync_folder(self.path)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    @property
+    def saved(self):
+        return len(self.prefix) + len(self.pending)
+
+    def add(self, index, row):
+        """Serialise a finished row once; index is its place in the saved order."""
+        self.pending[index] = dumps(row).encode()
+        while len(self.prefix) in self.pending:
+            separator = b",\n" if self.prefix else b"\n"
+            self.prefix.append(separator + self.pending.pop(len(self.prefix)))
+
+    def save(self, tail):
+        """Checkpoint every row added so far, atomically."""
+        target = 1 - self.live
+        slot = self.slots[target] if len(self.slots) > target else self.new_slot(target)
+        self.fill(slot, tail)
+        self.link_over(slot["path"])
+        self.live = target  # from here on, never write this slot in place
+        sync_folder(self.path)
+
+    def close(self):
+        """Drop the slot files and the lock; the path keeps the last save."""
+        for slot in self.slots:
+            os.close(slot["fd"])
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(slot["path"])
+        self.slots = []
+        if self.lock is not None:
+            lock_path, fd = self.lock
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(lock_path)
+            os.close(fd)
+            self.lock = None
+
+    def new_slot(self, number):
+        """A new 0600 file beside the record holding only the record's head."""
+        path = f"{hidden_stem(self.path)}.slot{number}"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        os.fchmod(fd, 0o600)  # whatever the umask: the record holds paid answers
+        slot = {"path": path, "fd": fd, "rows": 0, "offset": len(self.head)}
+        self.slots.append(slot)
+        write_all(fd, self.head, 0)
+        return slot
+
+    def fill(self, slot, tail):
+        """Bring a slot up to date: the rows it lacks, pending rows, then the tail."""
+        fresh = b"".join(self.prefix[slot["rows"]:])
+        parts, position = [fresh], len(self.prefix)
+        for index in sorted(self.pending):  # finished early, out of order: at most --jobs
+            parts.append((b",\n" if position else b"\n") + self.pending[index])
+            position += 1
+        lines = [f"{dumps(key)}: {dumps(value)}" for key, value in tail.items()]
+        parts.append(("\n],\n" + ",\n".join(lines) + "\n}\n").encode())
+        data = b"".join(parts)
+        write_all(slot["fd"], data, slot["offset"])
+        os.ftruncate(slot["fd"], slot["offset"] + len(data))
+        os.fsync(slot["fd"])
+        slot["rows"], slot["offset"] = len(self.prefix), slot["offset"] + len(fresh)
+
+    def link_over(self, source):
+        """Make the record's path name source's file in one atomic rename."""
+        temp = hidden_stem(self.path) + ".slot-link"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)  # left by a save that failed between link and rename
+        os.link(source, temp)
+        os.replace(temp, self.path)

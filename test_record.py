@@ -1,0 +1,265 @@
+"""The record on disk: the slot-file store, the one reader and the one validator,
+and what every script does with a hostile file. Offline."""
+
+import copy
+import json
+import os
+import signal
+import stat
+import threading
+import unittest
+from unittest import mock
+
+import record
+from testing import Harness, cli, popen, loopback_env, loopback_server, read_json, \
+    read_text, saved_rows, temp_dir, wait_until, write_text
+
+
+def valid_record(repeats=1):
+    """A small complete record: two models, two cases, every row passing."""
+    cases = [{"id": case_id, "expected": "503", "rfc": "rfc9110", "action": "wait_then_retry",
+              "question": "log"} for case_id in ("one", "two")]
+    rows = [{"repeat": r, "case_id": c["id"], "model": m, "error": None, "error_status": None,
+             "cost_usd": "0.0042", "response": {"status": "completed"}, "answer_text": "{}",
+             "reasons": [], "seconds": 0.5, "passed": True, "attempts": 1,
+             "waited_seconds": 0.0, "error_message": None}
+            for r in range(repeats) for c in cases for m in ("a", "b")]
+    return {"created_at": "2026-11-30T12:00:00+00:00",
+            "config": {"models": ["a", "b"], "cases": cases, "instructions": "x",
+                       "repeats": repeats},
+            "runs": rows, "summary": {}}
+
+
+class RecordFileTest(unittest.TestCase):
+    def setUp(self):
+        self.folder = temp_dir(self)
+        self.path = os.path.join(self.folder, "r.json")
+
+    def create(self, head=None, tail=None, **options):
+        saved = record.RecordFile.create(self.path, head or {"a": 1}, tail or {"s": 0},
+                                         **options)
+        self.addCleanup(saved.close)
+        return saved
+
+    def test_rows_finished_out_of_order_are_saved_in_plan_order(self):
+        head = {"created_at": "t", "config": {"models": ["m"]}}
+        saved = self.create(head, {"summary": {"n": 0}})
+        self.assertEqual(read_json(self.path), {**head, "runs": [], "summary": {"n": 0}})
+        for step, index in enumerate([2, 0, 3, 1, 4], 1):
+            saved.add(index, {"i": index})
+            saved.save({"summary": {"n": step}})
+            now = read_json(self.path)
+            self.assertEqual(now["summary"], {"n": step})
+            self.assertEqual([r["i"] for r in now["runs"]], sorted([2, 0, 3, 1, 4][:step]))
+
+    def test_create_refuses_an_existing_path_and_leaves_it(self):
+        write_text(self.path, "keep")
+        with self.assertRaises(FileExistsError):
+            record.RecordFile.create(self.path, {"a": 1}, {})
+        self.assertEqual(read_text(self.path), "keep")
+        self.assertEqual(os.listdir(self.folder), ["r.json"])
+
+    def test_close_leaves_only_the_record_with_mode_0600(self):
+        old_umask = os.umask(0)
+        self.addCleanup(os.umask, old_umask)
+        saved = self.create()
+        saved.add(0, {"i": 0})
+        saved.save({"s": 1})
+        saved.close()
+        self.assertEqual(os.listdir(self.folder), ["r.json"])
+        self.assertEqual(read_json(self.path), {"a": 1, "runs": [{"i": 0}], "s": 1})
+        self.assertEqual(stat.S_IMODE(os.stat(self.path).st_mode), 0o600)
+
+    def test_nan_is_never_written(self):
+        saved = self.create()
+        with self.assertRaises(ValueError):
+            saved.add(0, {"cost": float("nan")})
+
+    def test_a_second_writer_is_refused_while_the_first_holds_the_record(self):
+        self.create()
+        with self.assertRaises(record.RecordBusy):
+            record.RecordFile.create(self.path, {"a": 2}, {}, replace=True)
+        self.assertEqual(read_json(self.path)["a"], 1)
+
+    def test_hidden_file_names_do_not_grow_with_the_record_name(self):
+        for length in (1, 200, 250):
+            with self.subTest(length=length):
+                self.path = os.path.join(self.folder, "r" * (length - 5) + ".json")
+                saved = self.create()
+                hidden = [name for name in os.listdir(self.folder) if name.startswith(".")]
+                self.assertTrue(hidden)
+                self.assertTrue(all(len(name) <= 60 for name in hidden), hidden)
+                saved.add(0, {"i": 0})
+                saved.save({"s": 1})  # a save links and renames: must not fail
+                saved.close()
+
+    def test_stale_slots_of_a_killed_run_are_removed_by_the_next_writer(self):
+        self.create().close()
+        stem = record.hidden_stem(os.path.realpath(self.path))
+        for suffix in (".slot0", ".slot1", ".slot-link"):
+            write_text(stem + suffix, "copy of paid answers")
+        saved = self.create(replace=True)
+        saved.save({"s": 2})
+        saved.close()
+        self.assertEqual(os.listdir(self.folder), ["r.json"])
+
+    def test_replacing_through_a_symlink_writes_the_real_file(self):
+        real = self.path
+        self.create().close()
+        link = os.path.join(self.folder, "link.json")
+        os.symlink(real, link)
+        saved = record.RecordFile.create(link, {"a": 3}, {"s": 3}, replace=True)
+        saved.close()
+        self.assertTrue(os.path.islink(link))
+        self.assertEqual(read_json(real)["a"], 3)
+
+
+class ReadRecordTest(unittest.TestCase):
+    def setUp(self):
+        self.folder = temp_dir(self)
+
+    def path(self, name):
+        return os.path.join(self.folder, name)
+
+    def test_hostile_files_are_refused_with_one_line_and_no_hang(self):
+        fifo = self.path("fifo")
+        os.mkfifo(fifo)
+        sparse = self.path("huge.json")
+        with open(sparse, "wb") as handle:
+            handle.truncate(record.MAX_RECORD_BYTES + 1)
+        table = [
+            ("missing", self.path("none.json"), "cannot open"),
+            ("a folder", self.folder, "not a regular file"),
+            ("a FIFO", fifo, "not a regular file"),
+            ("a device", "/dev/zero", "not a regular file"),
+            ("too large", sparse, "too large"),
+            ("not JSON", write_text(self.path("bad.json"), "{"), "not valid JSON"),
+            ("nested too deeply", write_text(self.path("deep.json"), "[" * 100000),
+             "nested too deeply"),
+        ]
+        for name, path, words in table:
+            with self.subTest(name):
+                with self.assertRaises(ValueError) as raised:
+                    record.read_record(path)
+                self.assertIn(words, str(raised.exception))
+                self.assertNotIn("\n", str(raised.exception))
+
+    def test_a_file_that_changes_while_read_is_read_again(self):
+        path = write_text(self.path("r.json"), '{"a": 1}')
+        real_fstat, calls = os.fstat, []
+
+        def changing_fstat(fd):
+            calls.append(fd)
+            info = real_fstat(fd)
+            if len(calls) == 2:  # right after the first read: a save touched it
+                os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns + 1))
+                return real_fstat(fd)
+            return info
+
+        with mock.patch.object(record.os, "fstat", changing_fstat):
+            self.assertEqual(record.read_record(path), {"a": 1})
+        self.assertEqual(len(calls), 4)  # two reads, each with a look before and after
+
+
+class ValidateRecordTest(unittest.TestCase):
+    def test_a_valid_record_is_keyed_by_model_case_repeat(self):
+        rows = record.validate_record(valid_record(repeats=2))
+        self.assertEqual(len(rows), 8)
+        self.assertIn(("a", "one", 1), rows)
+
+    def test_every_broken_rule_is_refused_with_its_reason(self):
+        def broken(change):
+            data = copy.deepcopy(valid_record())
+            change(data)
+            return data
+
+        row0 = lambda **fields: (lambda r: r["runs"][0].update(fields))
+        table = [
+            ("not an object", lambda r: r.clear(), "runs list"),
+            ("models empty", lambda r: r["config"].update(models=[]), "config.models"),
+            ("models duplicated", lambda r: r["config"].update(models=["a", "a"]), "duplicates"),
+            ("repeats True", lambda r: r["config"].update(repeats=True), "config.repeats"),
+            ("repeats huge", lambda r: r["config"].update(repeats=10**9), "config.repeats"),
+            ("case ids duplicated", lambda r: r["config"]["cases"].append(
+                r["config"]["cases"][0]), "duplicates"),
+            ("repeat from 1", row0(repeat=1), "planned requests"),
+            ("foreign model", row0(model="z"), "planned requests"),
+            ("reasons not strings", row0(reasons=[1], passed=False), "list of strings"),
+            ("passed disagrees", row0(passed=False), "disagree"),
+            ("passed not a bool", row0(passed=1), "disagree"),
+            ("cost overflow", row0(cost_usd="1e999999999"), "out of range"),
+            ("cost negative", row0(cost_usd="-1"), "cost_usd"),
+            ("cost a number", row0(cost_usd=0.1), "cost_usd"),
+            ("seconds text", row0(seconds="slow"), "seconds"),
+            ("answer not text", row0(answer_text=7), "answer_text"),
+            ("error without its reason", row0(error="X", reasons=["wrong_code"], passed=False),
+             "execution_error"),
+            ("an execution error", row0(error="X", reasons=["execution_error"], passed=False),
+             "execution error"),
+            ("rows missing", lambda r: r["runs"].pop(), "1 missing"),
+        ]
+        for name, change, words in table:
+            with self.subTest(name):
+                with self.assertRaises(ValueError) as raised:
+                    record.validate_record(broken(change))
+                self.assertIn(words, str(raised.exception))
+
+    def test_a_resume_accepts_error_rows_and_missing_rows(self):
+        data = valid_record()
+        data["runs"][0].update(error="X", reasons=["execution_error"], passed=False)
+        data["runs"].pop()
+        rows = record.validate_record(data, complete=False, errors=True)
+        self.assertEqual(len(rows), 3)
+
+
+class SameRefusalsTest(Harness):
+    """--resume and compare_runs.py refuse the same hostile files the same way."""
+
+    def test_both_scripts_refuse_each_hostile_file_with_one_line_and_exit_2(self):
+        fifo = self.path("fifo")
+        os.mkfifo(fifo)
+        deep = self.write("deep.json", "[" * 100000)
+        edited = copy.deepcopy(valid_record())
+        edited["runs"][0]["cost_usd"] = "1e999999999"
+        tampered = self.write("tampered.json", json.dumps(edited))
+        for name, path in (("FIFO", fifo), ("folder", self.folder), ("device", "/dev/zero"),
+                           ("deep", deep), ("tampered cost", tampered)):
+            with self.subTest(name):
+                resumed = cli("regression.py", "--resume", path, timeout=30,
+                              env=dict(os.environ, PERPLEXITY_API_KEY="k"))
+                compared = cli("compare_runs.py", path, path, timeout=30)
+                self.assertEqual((resumed.returncode, compared.returncode), (2, 2))
+                self.assertEqual(len(resumed.stderr.splitlines()), 1, resumed.stderr)
+                self.assertIn("NOT_COMPARABLE", compared.stdout)
+                self.assertNotIn("Traceback", resumed.stderr + compared.stderr)
+
+
+class KillTest(unittest.TestCase):
+    """SIGKILL the real CLI after N rows are saved: the record is always whole, and
+    a --resume finishes it and leaves only the record."""
+
+    def test_sigkill_after_n_saved_rows_leaves_a_valid_resumable_record(self):
+        server = loopback_server(self)
+        server.state["latency"] = 0.01
+        folder = temp_dir(self)
+        env = loopback_env(server)
+        for attempt, rows in enumerate((1, 5, 13)):
+            with self.subTest(rows=rows):
+                out = os.path.join(folder, f"r{attempt}.json")
+                process = popen("regression.py", "--out", out, "--repeats", "10",
+                                "--jobs", str(1 + attempt % 3), env=env)
+                self.addCleanup(process.kill)
+                wait_until(lambda: saved_rows(out) >= rows, what=f"{rows} saved rows")
+                process.send_signal(signal.SIGKILL)
+                process.communicate(timeout=30)
+                saved = read_json(out)
+                self.assertTrue(rows <= len(saved["runs"]) < 80, len(saved["runs"]))
+                finished = cli("regression.py", "--resume", out, env=env)
+                self.assertEqual(finished.returncode, 0, finished.stderr)
+                self.assertEqual(len(read_json(out)["runs"]), 80)
+                self.assertEqual(sorted(os.listdir(folder))[-1], f"r{attempt}.json")
+                self.assertFalse([n for n in os.listdir(folder) if n.startswith(".")])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,152 @@
+"""Helpers shared by the test modules: temp folders, the in-process harness,
+the real CLI in a fresh interpreter, and a loopback simulated API.
+
+Nothing here talks to any address but 127.0.0.1.
+"""
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+from unittest import mock
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KEY = "pplx-test-key-0123456789abcdef"  # key-shaped and long enough to be redacted
+
+
+def temp_dir(test):
+    """A new folder removed when the test ends."""
+    folder = tempfile.mkdtemp()
+    test.addCleanup(shutil.rmtree, folder, True)
+    return folder
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def read_text(path):
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def write_text(path, text):
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return path
+
+
+def quiet(function, *args, **kwargs):
+    """(function's result, its stdout, its stderr)."""
+    output, errors = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(output), contextlib.redirect_stderr(errors):
+        result = function(*args, **kwargs)
+    return result, output.getvalue(), errors.getvalue()
+
+
+def clean_env(**extra):
+    """The environment a new user has: no PERPLEXITY_* variable unless given."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PERPLEXITY_")}
+    return {**base, **extra}
+
+
+def loopback_env(server, key=KEY):
+    """Environment that points the real SDK at a simulated API on 127.0.0.1."""
+    return clean_env(PERPLEXITY_API_KEY=key, PERPLEXITY_BASE_URL=server.url,
+                     NO_PROXY="127.0.0.1", no_proxy="127.0.0.1")
+
+
+def cli(script, *args, env=None, cwd=None, timeout=120):
+    """Run a project script as a new user would: a fresh interpreter, -W error."""
+    return subprocess.run([sys.executable, "-W", "error", os.path.join(HERE, script), *args],
+                          capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          env=clean_env() if env is None else env)
+
+
+def popen(script, *args, env):
+    return subprocess.Popen([sys.executable, os.path.join(HERE, script), *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_until(condition, timeout=60, what="the condition"):
+    """Poll condition() until true; fail the test with `what` after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.005)
+
+
+def saved_rows(path):
+    """Rows in the record at path, 0 while it does not exist or is being replaced."""
+    try:
+        return len(read_json(path)["runs"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
+def loopback_server(test, cases=None, unsafe_models=()):
+    """A simulated Agent API on 127.0.0.1, stopped when the test ends."""
+    import regression
+    import simulated_api
+
+    server = simulated_api.start(regression.CASES if cases is None else cases, unsafe_models)
+    test.addCleanup(server.stop)
+    return server
+
+
+class Harness(unittest.TestCase):
+    """regression.main() in-process over the simulated API's answers (MockTransport).
+
+    self.state is the simulated API's state; self.before_request(request), when
+    set, runs first for every request (record, delay or fail it).
+    """
+
+    unsafe_models = ()
+
+    def setUp(self):
+        import regression
+        import simulated_api
+
+        self.regression = regression
+        self.folder = temp_dir(self)
+        self.out = self.path("r.json")
+        self.state = simulated_api.new_state(regression.CASES, unsafe_models=self.unsafe_models)
+        self.before_request = None
+        self.client_kwargs = []  # what main() built each client with
+        for patcher in (mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": KEY}),
+                        mock.patch.object(regression, "Perplexity", self.fake_perplexity)):
+            patcher.start()
+            self.addCleanup(patcher.stop)
+
+    def path(self, name):
+        return os.path.join(self.folder, name)
+
+    def write(self, name, text):
+        return write_text(self.path(name), text)
+
+    def fake_perplexity(self, **kwargs):
+        import simulated_api
+
+        self.client_kwargs.append(kwargs)
+
+        def before(request):
+            if self.before_request is not None:
+                self.before_request(request)
+
+        return simulated_api.sdk_client(self.state, before, api_key=KEY, **kwargs)
+
+    def main(self, *args, out=True):
+        """(exit code, stdout, stderr) of regression.main with --out self.out."""
+        argv = ["--out", self.out, *args] if out else list(args)
+        return quiet(self.regression.main, argv)
+
+    def record(self, path=None):
+        return read_json(path or self.out)
