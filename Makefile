@@ -23,14 +23,17 @@ test-fast: $(STAMP)
 
 demo: $(STAMP)
 	@dir=$$(mktemp -d demo-XXXXXX); \
-	$(PY) regression.py --demo $$dir/run; rc=$$?; \
-	if [ $$rc -ne 1 ]; then echo "make demo: FAILED: regression.py --demo should exit 1 (unsafe answer caught), got $$rc"; exit 1; fi; \
+	$(PY) regression.py --demo $$dir/run --html $$dir/run.html; rc=$$?; \
+	if [ $$rc -ne 1 ] || [ ! -s $$dir/run/results.json ] || [ ! -s $$dir/run.html ]; then \
+	  echo "make demo: FAILED: regression.py --demo should exit 1 (unsafe answer caught) and write its record and page, got exit $$rc"; exit 1; fi; \
 	echo; \
-	$(PY) compare_runs.py --demo $$dir/compare; rc=$$?; \
-	if [ $$rc -ne 1 ]; then echo "make demo: FAILED: compare_runs.py --demo should exit 1 (new failure named), got $$rc"; exit 1; fi; \
+	$(PY) compare_runs.py --demo $$dir/compare --html $$dir/comparison.html; rc=$$?; \
+	if [ $$rc -ne 1 ] || [ ! -s $$dir/compare/after.json ] || [ ! -s $$dir/comparison.html ]; then \
+	  echo "make demo: FAILED: compare_runs.py --demo should exit 1 (new failure named) and write its pair and page, got exit $$rc"; exit 1; fi; \
 	echo; \
 	echo "make demo: OK. Both scripts caught the planted unsafe payment advice (exit 1, as designed)."; \
-	echo "Evidence: $$dir/run/results.json, $$dir/compare/before.json, $$dir/compare/after.json"
+	echo "Evidence: $$dir/run/results.json, $$dir/compare/before.json, $$dir/compare/after.json"; \
+	echo "Pages (open in a browser): $$dir/run.html, $$dir/comparison.html"
 
 bench: $(STAMP)
 	$(PY) bench.py

@@ -1366,9 +1366,10 @@ def within_budget(run, plan):
         return True
     if plan.stop("budget"):
         run.execution["stopped_for_budget"] = True
+        raised = str(Decimal(limit) * 2)
         print(f"Stopped: the reported cost ${total} reached --max-cost ${limit}; no new "
-              f"request starts. Raise the budget and run: "
-              f"{command_hint('--resume', run.out, '--max-cost', 'USD')}", file=sys.stderr)
+              f"request starts. To go on with a larger budget: "
+              f"{command_hint('--resume', run.out, '--max-cost', raised)}", file=sys.stderr)
     return False
 
 
@@ -1387,10 +1388,10 @@ def finish(run, interrupted):
     print(json.dumps(result))  # one line, so the verdict below stays in view
     print(verdict_line(result))
     print(f"Record: {run.out}")
-    for name in REPORTS:
-        if run.reports[name] is not None and name != "summary_md":
-            print(f"{name.replace('_', ' ').title().replace('Html', 'HTML page')}: "
-                  f"{run.reports[name]}")
+    for name, label in (("junit", "JUnit report"), ("summary_md", "Markdown summary"),
+                        ("html", "Evidence page")):
+        if run.reports[name] is not None:
+            print(f"{label}: {run.reports[name]}")
     return written
 
 

@@ -45,14 +45,14 @@ def junit_xml(rows, plan, models):
         suites[model].append((index, repeat, case))
     root = ET.Element("testsuites", name=SUITES_NAME)
     for model, entries in suites.items():
-        suite = ET.SubElement(root, "testsuite", name=model)
+        suite = ET.SubElement(root, "testsuite", name=visible(model))
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
         total_time = 0.0
         for index, repeat, case in entries:
             row = rows.get(index)
             seconds = (row or {}).get("seconds") or 0.0
             total_time += seconds
-            testcase = ET.SubElement(suite, "testcase", classname=model,
+            testcase = ET.SubElement(suite, "testcase", classname=visible(model),
                                      name=testcase_name(case["id"], repeat),
                                      time=f"{seconds:.3f}")
             counts["tests"] += 1
@@ -64,16 +64,16 @@ def junit_xml(rows, plan, models):
             ET.SubElement(properties, "property", name="cost_usd",
                           value=str(row.get("cost_usd")))
             if row.get("error"):
-                detail = row.get("error_message") or row["error"]
-                element = ET.SubElement(testcase, "error", type=row["error"],
-                                        message=f"{row['error']}: {detail}")
+                detail = visible(row.get("error_message") or row["error"])
+                element = ET.SubElement(testcase, "error", type=visible(row["error"]),
+                                        message=f"{visible(row['error'])}: {detail}")
                 element.text = detail
                 counts["errors"] += 1
             elif not row.get("passed"):
-                reasons = ", ".join(row.get("reasons") or [])
+                reasons = visible(", ".join(row.get("reasons") or []))
                 element = ET.SubElement(testcase, "failure", type="check_failed",
                                         message=reasons)
-                element.text = f"{reasons}\nanswer: {row.get('answer_text')}"
+                element.text = f"{reasons}\nanswer: {visible(row.get('answer_text'))}"
                 counts["failures"] += 1
         for key, value in counts.items():
             suite.set(key, str(value))

@@ -161,7 +161,9 @@ def mock_transport(state):
     def handle(request):
         status, headers, body = respond(state, request.url.path, request.headers,
                                         request.content)
-        return httpx.Response(status, headers=headers, json=body)
+        # json.dumps as the HTTP server sends it: a NaN goes out as the live API might.
+        return httpx.Response(status, headers=[*headers, ("Content-Type", "application/json")],
+                              content=json.dumps(body).encode())
 
     return httpx.MockTransport(handle)
 

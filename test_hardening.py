@@ -279,6 +279,44 @@ class ReportsEndToEndTest(unittest.TestCase):
         self.assertIn("ambiguous-payment", read_text(paths["compare.md"]))
 
 
+class CrashTest(unittest.TestCase):
+    """Exit 1 means only "a check failed": every crash is 2 with one line."""
+
+    def setUp(self):
+        self.folder = temp_dir(self)
+
+    def run_python(self, code, *argv):
+        script = os.path.join(HERE, "regression.py")
+        prelude = (f"import runpy, sys; sys.path.insert(0, {HERE!r}); "
+                   f"sys.argv = {['regression.py', *argv]!r}; ")
+        return subprocess.run([sys.executable, "-c", prelude + code.replace("SCRIPT", repr(script))],
+                              capture_output=True, text=True, timeout=120, cwd=self.folder,
+                              env=loopback_env(loopback_server(self)))
+
+    def test_an_old_python_is_told_before_any_import(self):
+        result = self.run_python("sys.version_info = (3, 10, 12, 'final', 0); "
+                                 "exec(compile(open(SCRIPT).read(), SCRIPT, 'exec'), "
+                                 "{'__name__': '__main__'})")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("needs Python 3.11 or later, this is", result.stderr)
+
+    def test_a_missing_dependency_is_one_line_exit_2(self):
+        result = self.run_python("sys.modules['httpx'] = None; "
+                                 "runpy.run_path(SCRIPT, run_name='__main__')", "--demo", "d")
+        self.assertEqual(result.returncode, 2)
+        self.assertEqual(len(result.stderr.splitlines()), 1, result.stderr)
+        self.assertIn("the package httpx is not installed", result.stderr)
+
+    def test_an_unexpected_exception_is_exit_2_and_the_record_is_kept(self):
+        result = self.run_python("import reports; reports.junit_xml = lambda *a: 1 / 0; "
+                                 "runpy.run_path(SCRIPT, run_name='__main__')",
+                                 "--out", "r.json", "--junit", "j.xml")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("internal error: ZeroDivisionError", result.stderr.splitlines()[-1])
+        self.assertIn("Traceback", result.stderr)  # for the bug report
+        self.assertTrue(read_json(os.path.join(self.folder, "r.json"))["summary"]["complete"])
+
+
 class DemoTest(unittest.TestCase):
     def test_runner_demo_catches_the_unsafe_model_without_a_key(self):
         folder = os.path.join(temp_dir(self), "demo")

@@ -9,10 +9,13 @@ import io
 import json
 import os
 import random
+import shlex
 import stat
+import sys
 import threading
 import time
 import unittest
+import xml.etree.ElementTree as ET
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 from unittest import mock
@@ -745,12 +748,16 @@ class ResumeTest(Harness):
 
     def test_a_429_holds_every_new_start_until_its_wait_is_over(self):
         self.state["faults"] = [simulated_api.error(429, "slow", [("Retry-After", "1")])]
-        code, _, _ = self.main("--out", self.out, "--jobs", "4")
+        self.state["latency"] = 0.2  # every answer, the 429 too, comes back after 0.2 s
+        code, _, errors = self.main("--out", self.out, "--jobs", "4")
         self.assertEqual(code, 0)
-        first = self.arrivals[0]
-        later = [t - first for t in self.arrivals if t - first > 0.2]
-        self.assertTrue(later)
-        self.assertTrue(all(t >= 0.95 for t in later), later)
+        offsets = [t - self.arrivals[0] for t in self.arrivals]
+        # The first 4 start together; the 429 answered at 0.2 s holds every new
+        # start until 1.2 s, although 3 jobs are free from 0.2 s on.
+        self.assertEqual(len([t for t in offsets if t < 0.1]), 4, offsets)
+        self.assertEqual([t for t in offsets if 0.1 <= t < 1.15], [], offsets)
+        self.assertEqual(len(self.arrivals), 9)
+        self.assertIn("waiting 1.0s: the API answered 429", errors)
         rows = read_json(self.out)["runs"]
         self.assertEqual(sum(r["attempts"] for r in rows), 9)
         self.assertEqual(read_json(self.out)["execution"]["retries"], 2)
@@ -955,6 +962,262 @@ class BudgetAndProgressTest(Harness):
         self.assertEqual(record["execution"]["max_cost"], "5")
         for key in ("junit", "summary_md", "max_cost", "jobs", "retries"):
             self.assertNotIn(key, record["config"])
+
+
+def hinted_args(text, marker):
+    """The arguments of the command printed after marker, checked to run this
+    interpreter and this regression.py exactly as printed."""
+    command = shlex.split(text.rsplit(marker, 1)[1].splitlines()[0])
+    python, script = command[:2]
+    assert os.path.samefile(python, sys.executable), command
+    assert os.path.samefile(script, regression.__file__), command
+    return command[2:]
+
+
+class TrustTest(Harness):
+    """Every verdict true, every paid answer kept, the key never written."""
+
+    def test_an_agent_run_the_api_reports_as_failed_is_an_execution_error(self):
+        failed = {"id": "r", "object": "response", "created_at": 1, "model": "m",
+                  "status": "failed", "output": [],
+                  "error": {"code": "agent_error", "message": "the agent crashed"}}
+        self.state["faults"] = [(200, [], failed)]
+        code, output, errors = self.main()
+        self.assertEqual(code, 2)
+        row = self.record()["runs"][0]
+        self.assertEqual((row["error"], row["reasons"]), ("AgentRunFailed", ["execution_error"]))
+        self.assertEqual(row["error_message"], "the agent crashed")
+        self.assertEqual(row["response"]["status"], "failed")  # kept as evidence
+        self.assertIn("the agent crashed", output.splitlines()[0])
+        code, _, _ = self.main("--resume", self.out, out=False)
+        self.assertEqual(code, 0)  # the resume sent it again
+        self.assertEqual(len(self.state["requests"]), 9)
+
+    def test_a_200_that_is_not_a_json_object_is_an_execution_error(self):
+        self.state["faults"] = [(200, [], ["not", "an", "object"])]
+        code, output, _ = self.main()
+        self.assertEqual(code, 2)
+        row = self.record()["runs"][0]
+        self.assertEqual(row["reasons"], ["execution_error"])
+        self.assertIn("without a JSON object", row["error_message"])
+
+    def test_a_request_past_its_total_deadline_is_an_execution_error(self):
+        release = threading.Event()
+        self.addCleanup(release.set)
+        self.before_request = lambda request: release.wait(30)  # a server that never ends
+        with mock.patch.object(regression, "TIMEOUT_SECONDS", 0.2):
+            code, output, _ = self.main()
+        self.assertEqual(code, 2)
+        row = self.record()["runs"][0]
+        self.assertEqual(row["error"], "DeadlineExceeded")
+        self.assertIn("no complete answer within 0.2 s", row["error_message"])
+        self.assertIn("DeadlineExceeded", output)
+
+    def key_in_every_answer(self, key):
+        original = simulated_api.answer_for
+
+        def echoing(case, model, unsafe):
+            answer = json.loads(original(case, model, unsafe))
+            answer["source_urls"].append(f"https://example.com/?k={key}")
+            return json.dumps(answer)
+
+        return mock.patch.object(simulated_api, "answer_for", echoing)
+
+    def test_the_key_echoed_in_any_case_reaches_no_view(self):
+        paths = {"--junit": self.path("j.xml"), "--summary-md": self.path("s.md"),
+                 "--html": self.path("page.html")}
+        for name, echoed in (("as sent", KEY), ("upper case", KEY.upper())):
+            with self.subTest(name), self.key_in_every_answer(echoed):
+                for path in [self.out, *paths.values()]:
+                    if os.path.exists(path):
+                        os.remove(path)
+                code, output, errors = self.main(*[x for pair in paths.items() for x in pair])
+                self.assertEqual(code, 1)
+                for where, text in [("record", read_text(self.out)), ("stdout", output),
+                                    ("stderr", errors),
+                                    *[(flag, read_text(path)) for flag, path in paths.items()]]:
+                    self.assertNotIn(KEY.lower(), text.lower(), where)
+                self.assertIn("[REDACTED]", read_text(self.out))
+
+    def test_an_all_digit_key_leaves_the_record_valid_json(self):
+        key = "12345678901234"
+        with mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": key}), \
+                self.key_in_every_answer(key):
+            self.main()
+        text = read_text(self.out)
+        json.loads(text)
+        self.assertNotIn(key, text)
+
+    def test_non_standard_numbers_are_never_written(self):
+        original = simulated_api.agent_response
+
+        def with_nan(*args):
+            response = original(*args)
+            response["usage"]["cost"]["total_cost"] = float("nan")
+            return response
+
+        with mock.patch.object(simulated_api, "agent_response", with_nan):
+            self.main()
+
+        def refuse(constant):
+            raise ValueError(f"non-standard JSON: {constant}")
+
+        saved = json.loads(read_text(self.out), parse_constant=refuse)
+        self.assertEqual(saved["runs"][0]["response"]["usage"]["cost"]["total_cost"], "NaN")
+        self.assertIsNone(saved["runs"][0]["cost_usd"])
+
+    def test_control_characters_in_an_answer_are_escaped_in_every_view(self):
+        original = simulated_api.answer_for
+        hostile = "\x1b[2J\x00<b>\x07"
+        with mock.patch.object(simulated_api, "answer_for",
+                               lambda *args: original(*args) + hostile):
+            code, output, _ = self.main("--junit", self.path("j.xml"))
+        self.assertEqual(code, 1)  # the answer is no longer JSON: invalid_json
+        ET.parse(self.path("j.xml"))  # still well-formed XML
+        self.assertNotIn("\x1b", output)
+        self.assertIn("\\x1b", read_text(self.path("j.xml")))
+
+    def test_a_second_writer_of_one_record_is_refused(self):
+        self.state["faults"] = [simulated_api.error(401, "bad key")]
+        self.main()
+        lock_path, fd = regression.record.take_lock(os.path.realpath(self.out))  # a run holds it
+        self.addCleanup(os.close, fd)
+        sent = len(self.state["requests"])
+        code, _, errors = self.main("--resume", self.out, out=False)
+        self.assertEqual(code, 2)
+        self.assertIn("being written by another run", errors)
+        self.assertEqual(len(self.state["requests"]), sent)
+
+    def test_resume_uses_the_record_cases_and_instructions_and_its_hint_runs(self):
+        cases = self.write("c.json", json.dumps([INCIDENT]))
+        advisor = self.write("advisor.txt", "Advise, never execute.\n")
+        self.state["cases"] = regression.CASES + [INCIDENT]
+        self.state["faults"] = [simulated_api.error(401, "bad key")]
+        code, _, errors = self.main("--cases", cases, "--instructions", advisor)
+        self.assertEqual(code, 2)
+        os.remove(cases)
+        os.remove(advisor)  # the record alone must be enough
+        code, _, errors = quiet(regression.main, hinted_args(errors, "then: "))
+        self.assertEqual(code, 0, errors)
+        sent = self.state["requests"][-1]
+        self.assertEqual((sent["input"], sent["instructions"]),
+                         (INCIDENT["question"], "Advise, never execute.\n"))
+        self.assertEqual(self.record()["config"]["instructions"], "Advise, never execute.\n")
+
+    def test_resume_refuses_a_row_edited_to_pass(self):
+        self.state["unsafe_models"] = {regression.MODELS[0]}
+        self.state["faults"] = [None] * 0
+        self.main()
+        saved = self.record()
+        unsafe = next(r for r in saved["runs"] if not r["passed"])
+        unsafe.update(passed=True, reasons=[])
+        saved["runs"].pop()  # something left to resume
+        write_text = self.write("edited.json", json.dumps(saved))
+        code, _, errors = self.main("--resume", write_text, out=False)
+        self.assertEqual(code, 2)
+        self.assertIn(f"{unsafe['model']} ambiguous-payment 0", errors)
+        self.assertIn("does not match its saved response", errors)
+
+    def test_resume_refreshes_the_reports_of_the_record(self):
+        self.state["faults"] = [simulated_api.error(401, "bad key")]
+        self.main("--junit", self.path("j.xml"), "--summary-md", self.path("s.md"))
+        self.assertIn("<skipped", read_text(self.path("j.xml")))
+        code, _, _ = self.main("--resume", self.out, out=False)
+        self.assertEqual(code, 0)
+        self.assertNotIn("<skipped", read_text(self.path("j.xml")))
+        self.assertIn("QUALIFIED", read_text(self.path("s.md")))
+
+    def test_every_output_path_is_checked_before_the_first_request(self):
+        record_path = self.write("old.json", '{"runs": []}')
+        pom = self.write("pom.xml", "<?xml version='1.0'?><project/>")
+        empty = self.write("empty.xml", "")
+        page = self.write("page.html", "<html>mine</html>")
+        table = [
+            ("--summary-md", "", "path is empty"),
+            ("--junit", "", "path is empty"),
+            ("--html", "", "path is empty"),
+            ("--junit", pom, "not a JUnit report"),
+            ("--junit", empty, "not a JUnit report"),
+            ("--summary-md", record_path, "JSON or XML"),
+            ("--html", page, "not a report page"),
+            ("--html", self.path("no/page.html"), "does not exist"),
+        ]
+        for flag, path, words in table:
+            with self.subTest(flag=flag, path=path):
+                before = read_text(path) if os.path.isfile(path) else None
+                code, _, errors = self.main(flag, path)
+                self.assertEqual(code, 2)
+                self.assertIn(words, errors)
+                self.assertEqual(len(errors.splitlines()), 1)
+                self.assertEqual(self.state["requests"], [])
+                self.assertFalse(os.path.exists(self.out))
+                if before is not None:
+                    self.assertEqual(read_text(path), before)
+
+    def test_the_budget_stop_is_said_once_and_its_hint_runs(self):
+        self.state["latency"] = 0.05
+        code, _, errors = self.main("--max-cost", "0.01", "--jobs", "4", "--repeats", "2")
+        self.assertEqual(code, 2)
+        self.assertEqual(errors.count("Stopped: the reported cost"), 1)
+        self.state["latency"] = 0
+        code, _, errors = quiet(regression.main, hinted_args(errors, "larger budget: "))
+        self.assertEqual(code, 2)  # 0.02 is reached again, and said again once
+        self.assertEqual(errors.count("Stopped: the reported cost"), 1)
+        self.assertEqual(self.record()["execution"]["max_cost"], "0.02")
+
+
+class InstructionsAndRegradeTest(Harness):
+    def test_instructions_from_a_file_are_sent_and_recorded(self):
+        text = "You are a careful advisor.\nNever execute anything.\n"
+        code, _, _ = self.main("--instructions", self.write("advisor.txt", text))
+        self.assertEqual(code, 0)
+        self.assertTrue(all(body["instructions"] == text for body in self.state["requests"]))
+        self.assertEqual(self.record()["config"]["instructions"], text)
+
+    def test_unreadable_instruction_files_are_refused_before_sending(self):
+        fifo = self.path("fifo")
+        os.mkfifo(fifo)
+        table = [("missing", self.path("none.txt"), "cannot read"),
+                 ("empty", self.write("empty.txt", " \n"), "is empty"),
+                 ("not UTF-8", self.path("bin.txt"), "not UTF-8"),
+                 ("a FIFO", fifo, "regular file")]
+        with open(self.path("bin.txt"), "wb") as handle:
+            handle.write(b"\xff\xfe")
+        for name, path, words in table:
+            with self.subTest(name):
+                code, _, errors = self.main("--instructions", path)
+                self.assertEqual(code, 2)
+                self.assertIn(words, errors)
+                self.assertEqual(self.state["requests"], [])
+
+    def test_regrade_rechecks_saved_answers_with_this_checker_and_sends_nothing(self):
+        self.main("--repeats", "2")
+        sent = len(self.state["requests"])
+        original = self.record()
+        new = self.path("regraded.json")
+        strict = lambda case, raw, text: ["wrong_code"] if case["id"] == "rate-limit" else []
+        with mock.patch.object(regression, "check", strict), \
+                mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": ""}):
+            code, output, _ = self.main("--regrade", self.out, "--out", new, out=False)
+        self.assertEqual(code, 1)
+        self.assertEqual(len(self.state["requests"]), sent)
+        regraded = self.record(new)
+        self.assertEqual(regraded["config"], original["config"])
+        self.assertEqual(regraded["regraded_from"]["path"], self.out)
+        self.assertEqual(regraded["regraded_from"]["code_sha256"], original["code_sha256"])
+        self.assertEqual(regraded["code_sha256"], regression.code_sha256())
+        failing = {(r["model"], r["case_id"]) for r in regraded["runs"] if not r["passed"]}
+        self.assertEqual(failing, {(m, "rate-limit") for m in regression.MODELS})
+        self.assertEqual([r["response"] for r in regraded["runs"]],
+                         [r["response"] for r in original["runs"]])
+        self.assertTrue(output.splitlines()[-1].startswith("Record: "))
+
+    def test_regrade_keeps_execution_errors_as_they_were(self):
+        self.state["faults"] = [simulated_api.error(401, "bad key")]
+        self.main()
+        code, _, _ = self.main("--regrade", self.out, "--out", self.path("g.json"), out=False)
+        self.assertEqual(code, 2)
+        self.assertEqual(self.record(self.path("g.json"))["runs"], self.record()["runs"])
 
 
 if __name__ == "__main__":
