@@ -741,6 +741,38 @@ class DeadlineExceeded(Exception):
     """A request got no complete answer within TIMEOUT_SECONDS in total."""
 
 
+class Helpers:
+    """Daemon threads that run requests for call_with_deadline, reused from one
+    request to the next: starting a thread per request costs about a
+    millisecond. A request abandoned at its deadline keeps its thread busy."""
+
+    def __init__(self):
+        self.tasks = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        self.idle = 0  # threads waiting for a task
+
+    def run(self, call, outcome):
+        with self.lock:
+            if self.idle:
+                self.idle -= 1
+            else:
+                threading.Thread(target=self.serve, daemon=True).start()
+        self.tasks.put((call, outcome))
+
+    def serve(self):
+        while True:
+            call, outcome = self.tasks.get()
+            try:
+                outcome.put((True, call()))
+            except BaseException as exc:  # Ctrl+C inside a request: re-raised by the caller
+                outcome.put((False, exc))
+            with self.lock:
+                self.idle += 1
+
+
+HELPERS = Helpers()
+
+
 def call_with_deadline(call, seconds):
     """call() in a helper thread, given up after `seconds` in total.
 
@@ -749,7 +781,7 @@ def call_with_deadline(call, seconds):
     abandoned (its thread ends with the process); it may still be billed.
     """
     outcome = queue.Queue(maxsize=1)
-    threading.Thread(target=deliver, args=(call, outcome), daemon=True).start()
+    HELPERS.run(call, outcome)
     try:
         succeeded, value = outcome.get(timeout=seconds)
     except queue.Empty:
@@ -758,13 +790,6 @@ def call_with_deadline(call, seconds):
     if succeeded:
         return value
     raise value
-
-
-def deliver(call, outcome):
-    try:
-        outcome.put((True, call()))
-    except BaseException as exc:  # Ctrl+C inside a request: re-raised by the caller
-        outcome.put((False, exc))
 
 
 class Pause:

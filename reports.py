@@ -17,7 +17,11 @@ SUITES_NAME = "agent regression runner"  # marks a JUnit file as ours: only ours
 HTML_MARK = '<meta name="generator" content="agent regression runner">'  # likewise for pages
 MARKS = {"junit": f'<testsuites name="{SUITES_NAME}"'.encode(), "html": HTML_MARK.encode()}
 MARK_BYTES = 4096  # where a report's mark must appear
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # breaks XML and terminals
+# Characters that could corrupt a view or hide text: C0/C1 controls (an ANSI
+# \x1b, a NUL: invalid XML, terminal escapes), zero-width and bidi overrides
+# (Trojan Source), line separators, and lone surrogates (not even UTF-8).
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e"
+                     "\u2060-\u2069\ufeff\ud800-\udfff]")
 
 # --------------------------------------------------------------------------
 # Pure: rows in, text out.
@@ -26,7 +30,13 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # breaks XML and termina
 
 def visible(text):
     """text with control characters shown as \\xNN: safe in a terminal, XML, Markdown."""
-    return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+    return CONTROL.sub(control_code, str(text))
+
+
+def control_code(match):
+    """A control character as the escape a reader can type: \\x1b, \\u202e."""
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def testcase_name(case_id, repeat):
