@@ -1,266 +1,553 @@
 """Compare two saved runs of regression.py and name every new failure.
 
     python compare_runs.py before.json after.json
-    python compare_runs.py --demo NEW_DIR      # a synthetic pair, offline
+    python compare_runs.py before.json after.json --summary-md "$GITHUB_STEP_SUMMARY"
+    python compare_runs.py before.json after.json --html comparison.html
+    python compare_runs.py sonar.json agent.json --switch chat:sonar-pro=openai/gpt-5.6-sol
+    python compare_runs.py migration.json --switch chat:sonar-pro=openai/gpt-5.6-sol
+    python compare_runs.py --demo NEW_DIR      # a synthetic pair, made offline
 
-Prints one line per (model, case, repeat), sorted:
-    NEW_FAILURE  passed before, fails now: the change broke an approved decision
-    RECOVERED    failed before, passes now
-    PASS         passed both times
-    STILL_FAILING  failed both times
+Two records made with one repeat: one line per (model, case, repeat), sorted by
+model, case id (numbers in ids compare as numbers: case-2 before case-10) and
+repeat (numbered from 0):
+    LABEL model case repeat before= [reasons] after= [reasons]
+More repeats: one line per (model, case), judged on its pass rates:
+    LABEL model case before=K/N after=K/N p=P
+where P is the one-sided Fisher exact p-value that the pass rate fell (small:
+the drop is unlikely to be chance). LABEL is one of
+    NEW_FAILURE    passed every time before, fails at least once now:
+                   the change broke an approved decision
+    RECOVERED      failed at least once before, passes every time now
+    PASS           passed every time, before and now
+    STILL_FAILING  failed at least once, before and now
+Before these lines: CAUTION lines (the SDK or regression.py changed; BEFORE is
+newer than AFTER) and `instructions changed: +A -R lines`. Last: a count line,
+`compared 8: 1 new failure, 0 recovered, 6 pass, 1 still failing`. The four
+label words appear only on labelled lines.
+
+Only `instructions` may differ between the two configs. --switch OLD=NEW (may
+be repeated) judges a model switch instead: OLD's rows in BEFORE against NEW's
+rows in AFTER, case by case and repeat by repeat, and only those models; the
+configs may then differ in models (and instructions, chat_request) too. With
+one record, RUN --switch OLD=NEW compares two models of the same run. Such
+lines name the model as OLD->NEW.
 
 Exit codes:
     0  no new failure
     1  at least one NEW_FAILURE
-    2  NOT_COMPARABLE: a file is missing, unreadable, not JSON, malformed, or
-       the two runs differ in more than their instructions
+    2  no verdict: NOT_COMPARABLE (a file is missing, unreadable, not JSON,
+       malformed, or the runs differ in more than they may), a usage error, an
+       output that cannot be written, or an internal error
 """
 
+import sys
+
+# Before any other import, so that an old interpreter gets one line, not a
+# SyntaxError or ImportError from a module it cannot load.
+if sys.version_info < (3, 11):
+    print("compare_runs.py needs Python 3.11 or later; this is %d.%d" % sys.version_info[:2],
+          file=sys.stderr)
+    raise SystemExit(2)
+
 import argparse
-import copy
-import json
+import datetime
+import difflib
+import math
 import os
-import stat
+import re
+import shlex
 
-import regression
-import reports
+# Only the record's reader: comparing two files must start in about the
+# interpreter's start-up time. So what only some paths need is imported there:
+# regression (and with it the SDK and httpx) by --demo and --html, reports by
+# --summary-md and --html, traceback by an internal error.
+import record
 
-MAX_RECORD_BYTES = 1 << 30  # a 2,400-row run is ~25 MB; anything far larger is not a record
-LABELS = ("NEW_FAILURE", "RECOVERED", "PASS", "STILL_FAILING")
+LABELS = ("NEW_FAILURE", "RECOVERED", "PASS", "STILL_FAILING")  # SPEC A6, in this order
+COUNT_WORDS = ("new failure", "recovered", "pass", "still failing")  # LABELS in the count line
+SWITCHABLE = {"instructions", "models", "chat_request"}  # config keys --switch lets differ
+DEMO_MODEL = "offline/model"  # plainly fictional: no model is called
+SHOWN_CHARS = 80  # longest value from a record printed as it is; longer is "(unreadable)"
+MESSAGE_CHARS = 500  # longest reason printed: a hostile record may name anything at length
+MAX_DIFF_LINES = 10_000  # instruction lines counted by difflib, whose cost grows quadratically
+SMALL_P = 0.001  # p-values below this are printed in exponent form, never as 0.000
 
 # --------------------------------------------------------------------------
-# Pure functions: validate, index, label.
+# Pure: safe text, labels, pass rates.
 # --------------------------------------------------------------------------
 
 
-def names(value, what):
-    """A non-empty list of distinct, printable, non-empty strings, or ValueError."""
-    if not isinstance(value, list) or not value:
-        raise ValueError(f"{what} must be a non-empty list")
-    for item in value:
-        if not isinstance(item, str) or not item or not item.isprintable():
-            raise ValueError(f"{what} must hold non-empty printable strings")
-    if len(set(value)) != len(value):
-        raise ValueError(f"{what} has duplicates")
+def one_line(text, limit=MESSAGE_CHARS):
+    """text with anything unprintable escaped (\\n, \\x1b...), cut to limit: one safe line."""
+    text = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in str(text)[:limit + 1])
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def shown(value):
+    """A record's value fit for a CAUTION line, or "(unreadable)".
+
+    Only a short printable string without a label word is printed as it is, so
+    a record cannot forge an output line, a terminal escape or a label.
+    """
+    if value is None:
+        return "(none)"
+    if (not isinstance(value, str) or not value.isprintable() or len(value) > SHOWN_CHARS
+            or any(word in value for word in LABELS)):
+        return "(unreadable)"
     return value
 
 
-def check_shape(record, which="record"):
-    if not isinstance(record, dict):
-        raise ValueError(f"{which} is not a JSON object")
-    if not isinstance(record.get("config"), dict):
-        raise ValueError(f"{which} has no config object")
-    if not isinstance(record.get("runs"), list):
-        raise ValueError(f"{which} has no runs list")
+def natural(case_id):
+    """Sort key: digit runs compare as numbers, so case-2 comes before case-10."""
+    parts = re.split(r"([0-9]+)", case_id)
+    # re.split with a group alternates text and digits: never str against int.
+    return tuple(int(part) if number % 2 else part for number, part in enumerate(parts)), case_id
 
 
-def index(record):
-    """Rows keyed by (model, case id, repeat); ValueError for anything malformed."""
-    check_shape(record)
-    config = record["config"]
-    models = names(config.get("models"), "config.models")
-    cases = config.get("cases")
-    if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
-        raise ValueError("config.cases must be a list of objects")
-    case_ids = names([case.get("id") for case in cases], "config.cases ids")
-    repeats = config.get("repeats")
-    # Bounds before building anything: a forged repeats must not allocate a
-    # billion keys. bool is an int in Python, and True is not a repeat count.
-    if (
-        isinstance(repeats, bool)
-        or not isinstance(repeats, int)
-        or not 1 <= repeats <= regression.MAX_REPEATS
-    ):
-        raise ValueError(f"config.repeats must be an integer 1..{regression.MAX_REPEATS}")
-    rows = {}
-    for number, row in enumerate(record["runs"], 1):
-        if not isinstance(row, dict):
-            raise ValueError(f"run {number} is not an object")
-        key = (row.get("model"), row.get("case_id"), row.get("repeat"))
-        if (
-            not all(isinstance(part, str) for part in key[:2])
-            or isinstance(key[2], bool)
-            or not isinstance(key[2], int)
-        ):
-            raise ValueError(f"run {number} has no valid model, case_id and repeat")
-        if key in rows:
-            raise ValueError(f"run {number} repeats {format_key(key)}")
-        if row.get("error"):
-            raise ValueError(f"run {number} ({format_key(key)}) has an execution error; "
-                             "resume or rerun it before comparing")
-        reasons = row.get("reasons")
-        if not isinstance(reasons, list) or not all(isinstance(r, str) for r in reasons):
-            raise ValueError(f"run {number} reasons must be a list of strings")
-        if not isinstance(row.get("passed"), bool) or row["passed"] != (not reasons):
-            raise ValueError(f"run {number} passed does not agree with its reasons")
-        rows[key] = row
-    expected = {
-        (model, case_id, repeat)
-        for model in models
-        for case_id in case_ids
-        for repeat in range(1, repeats + 1)
-    }
-    if set(rows) != expected:
-        missing, extra = len(expected - set(rows)), len(set(rows) - expected)
-        raise ValueError(f"runs do not cover the config: {missing} missing, {extra} unexpected")
-    return rows
+def label(before_passed, after_passed):
+    """The label of one (model, case) from its pass/fail over the repeats."""
+    if all(before_passed):
+        return "PASS" if all(after_passed) else "NEW_FAILURE"
+    return "RECOVERED" if all(after_passed) else "STILL_FAILING"
 
 
-def format_key(key):
-    model, case_id, repeat = key
-    return f"{model} {case_id} {repeat}"
+def fisher_drop(before_good, before_runs, after_good, after_runs):
+    """One-sided Fisher exact p-value that the pass rate fell (H1: after's < before's).
+
+    With the total of passes fixed, before's passes follow a hypergeometric
+    law; p is the chance of at least as many of them as observed.
+    """
+    total, good = before_runs + after_runs, before_good + after_good
+    ways = sum(math.comb(good, k) * math.comb(total - good, before_runs - k)
+               for k in range(before_good, min(good, before_runs) + 1))
+    return ways / math.comb(total, before_runs)
 
 
-def label(before_row, after_row):
-    if before_row["passed"]:
-        return "PASS" if after_row["passed"] else "NEW_FAILURE"
-    return "RECOVERED" if after_row["passed"] else "STILL_FAILING"
+def p_text(p_value):
+    return f"{p_value:.3f}" if p_value >= SMALL_P else f"{p_value:.1e}"
 
 
-def differences(before, after):
-    """(labelled lines, cautions, before rows, after rows), or ValueError."""
-    for which, record in (("before", before), ("after", after)):
-        check_shape(record, which)
-    differing = sorted(
-        key
-        for key in set(before["config"]) | set(after["config"])
-        if key != "instructions" and before["config"].get(key) != after["config"].get(key)
-    )
+def model_name(item):
+    old, new = item["before_model"], item["after_model"]
+    return old if old == new else f"{old}->{new}"
+
+
+def item_line(item, repeats):
+    """The printed line of one compared (model, case)."""
+    old, new = item["before"], item["after"]
+    if repeats == 1:  # the SPEC A6 line, exactly as print() wrote it
+        return (f"{item['label']} {model_name(item)} {item['case_id']} {old[0]['repeat']} "
+                f"before= {old[0]['reasons']} after= {new[0]['reasons']}")
+    good = [sum(row["passed"] for row in rows) for rows in (old, new)]
+    return (f"{item['label']} {model_name(item)} {item['case_id']} before={good[0]}/{len(old)} "
+            f"after={good[1]}/{len(new)} p={p_text(item['p_value'])}")
+
+
+def count_line(items):
+    counts = [sum(1 for item in items if item["label"] == name) for name in LABELS]
+    words = [f"{count} {word}" for count, word in zip(counts, COUNT_WORDS)]
+    if counts[0] != 1:
+        words[0] += "s"
+    return f"compared {len(items)}: " + ", ".join(words)
+
+
+def command(*args):
+    """A shell command that runs this script with args, or None if an arg is unprintable."""
+    script = os.path.abspath(__file__)
+    relative = os.path.relpath(script)
+    words = [sys.executable or "python3",
+             script if relative.startswith(os.pardir) else relative, *args]
+    if not all(word.isprintable() for word in words):
+        return None  # it could not be printed on one line and still run
+    return " ".join(shlex.quote(word) for word in words)
+
+
+# --------------------------------------------------------------------------
+# Pure: validating and comparing two records.
+# --------------------------------------------------------------------------
+
+
+def parse_switch(text):
+    """argparse type of --switch: (OLD, NEW)."""
+    old, sep, new = text.partition("=")
+    if not sep or not old or not new:
+        raise argparse.ArgumentTypeError(f"{one_line(text, 200)!r}: give OLD=NEW, two model names")
+    return old, new
+
+
+def index(run):
+    """Rows keyed by (model, case id, repeat); ValueError for anything malformed (SPEC A6)."""
+    return record.validate_record(run, complete=True, errors=False)
+
+
+def config_problem(before, after, switches, paths):
+    """Why the configs of two validated records cannot be compared, or None."""
+    old, new = before["config"], after["config"]
+    differing = sorted(key for key in set(old) | set(new) if old.get(key) != new.get(key))
+    if not switches:
+        if "models" in differing and set(differing) <= SWITCHABLE:
+            gone = [model for model in old["models"] if model not in new["models"]]
+            came = [model for model in new["models"] if model not in old["models"]]
+            example = (command(*paths, "--switch", f"{gone[0]}={came[0]}")
+                       if paths and len(gone) == len(came) == 1 else None)
+            hint = "configs differ in models; to judge a model switch give --switch OLD=NEW"
+            # Shown only whole: a command cut short by one_line would not run as printed.
+            fits = example and len(hint) + len(example) + 7 <= MESSAGE_CHARS
+            return hint + (f", e.g. {example}" if fits else "")
+        differing = [key for key in differing if key != "instructions"]
+        if differing:
+            return (f"configs differ in {', '.join(differing)}; only instructions may change "
+                    "between compared runs")
+        return None
+    differing = [key for key in differing if key not in SWITCHABLE]
     if differing:
-        raise ValueError(f"configs differ in {', '.join(differing)}; only instructions may "
-                         "change between compared runs")
+        return (f"configs differ in {', '.join(differing)}; with --switch only models, "
+                "instructions and chat_request may change")
+    for old_model, new_model in switches:
+        for model, which, config in ((old_model, "BEFORE", old), (new_model, "AFTER", new)):
+            if model not in config["models"]:
+                return (f"--switch {old_model}={new_model}: model {model} is not in {which}'s "
+                        f"models ({', '.join(config['models'])})")
+    return None
+
+
+def created(value):
+    """A record's created_at as an aware datetime, or None when it cannot be read."""
+    try:
+        moment = datetime.datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        return None
+    # The runner writes UTC; a time without a zone is read as UTC too.
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)
+
+
+def text_lines(value):
+    return value.splitlines() if isinstance(value, str) else [repr(value)]
+
+
+def instructions_line(old, new):
+    """`instructions changed: +A -R lines`, or None when they are the same."""
+    if old == new:
+        return None
+    old, new = text_lines(old), text_lines(new)
+    if max(len(old), len(new)) > MAX_DIFF_LINES:
+        return f"instructions changed: more than {MAX_DIFF_LINES} lines, not counted"
+    added = removed = 0
+    for tag, old_start, old_end, new_start, new_end in difflib.SequenceMatcher(
+            None, old, new).get_opcodes():
+        if tag != "equal":
+            removed += old_end - old_start
+            added += new_end - new_start
+    return f"instructions changed: +{added} -{removed} lines"
+
+
+def cautions(before, after, switches, paths):
+    """The lines printed before the labelled ones: none carries a label word."""
+    lines = []
+    times = created(before.get("created_at")), created(after.get("created_at"))
+    if None not in times and times[0] > times[1]:
+        names = [f"{one_line(path, 200)}, " for path in paths] if paths else ["", ""]
+        line = (f"CAUTION: BEFORE ({names[0]}{shown(before['created_at'])}) is newer than "
+                f"AFTER ({names[1]}{shown(after['created_at'])}); the files look swapped")
+        # Swapping the files reverses the comparison, so every switch turns round too.
+        turned = [word for old, new in switches for word in ("--switch", f"{new}={old}")]
+        swapped = paths and command(paths[1], paths[0], *turned)
+        lines.append(line + (f"; if so, run: {swapped}" if swapped else ""))
+    for field in ("sdk_version", "code_sha256"):
+        if before.get(field) != after.get(field):
+            lines.append(f"CAUTION: changed {field}: {shown(before.get(field))} -> "
+                         f"{shown(after.get(field))}; a difference may come from the tooling, "
+                         "not the model")
+    changed = instructions_line(before["config"].get("instructions"),
+                                after["config"].get("instructions"))
+    return lines + ([changed] if changed else [])
+
+
+def comparison(before, after, switches=(), paths=None):
+    """{"items", "cautions", "repeats"} of two records, or ValueError with the reason.
+
+    items: one per compared (model, case), in printed order: label,
+    before_model, after_model, case_id, before and after (rows over the
+    repeats) and p_value (None with one repeat). switches: [(OLD, NEW)];
+    paths: the records' paths, named in messages and printed commands.
+    """
+    rows = []
+    for path, run in zip(paths or ("BEFORE", "AFTER"), (before, after)):
+        try:
+            rows.append(index(run))
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+    problem = config_problem(before, after, switches, paths)
+    if problem:
+        raise ValueError(problem)
     evidence = (before.get("evidence", "live"), after.get("evidence", "live"))
     if evidence[0] != evidence[1]:
-        raise ValueError(f"evidence differs ({evidence[0]!r} vs {evidence[1]!r}); "
+        raise ValueError(f"evidence differs ({shown(evidence[0])} vs {shown(evidence[1])}); "
                          "compare live runs with live runs")
-    before_rows, after_rows = index(before), index(after)
-    cautions = [
-        f"CAUTION: changed {field}: {before.get(field)} -> {after.get(field)}; "
-        "a difference may come from the tooling, not the model"
-        for field in ("sdk_version", "code_sha256")
-        if before.get(field) != after.get(field)
-    ]
-    lines = []
-    for key in sorted(before_rows, key=lambda k: (k[0], k[1], k[2])):
-        old, new = before_rows[key], after_rows[key]
-        lines.append((label(old, new), key, old["reasons"], new["reasons"]))
-    return lines, cautions, before_rows, after_rows
+    config = before["config"]
+    repeats = config["repeats"]
+    pairs = sorted(set(switches)) if switches else [(model, model) for model in
+                                                     sorted(config["models"])]
+    items = []
+    for old_model, new_model in pairs:
+        for case_id in sorted((case["id"] for case in config["cases"]), key=natural):
+            old = [rows[0][(old_model, case_id, repeat)] for repeat in range(repeats)]
+            new = [rows[1][(new_model, case_id, repeat)] for repeat in range(repeats)]
+            good = [sum(row["passed"] for row in side) for side in (old, new)]
+            items.append({
+                "label": label([row["passed"] for row in old], [row["passed"] for row in new]),
+                "before_model": old_model, "after_model": new_model, "case_id": case_id,
+                "before": old, "after": new,
+                "p_value": None if repeats == 1 else fisher_drop(good[0], repeats,
+                                                                 good[1], repeats),
+            })
+    return {"items": items, "cautions": cautions(before, after, switches, paths),
+            "repeats": repeats}
 
 
-def compare(before, after, summary_md=None):
-    """Print the CAUTION and labelled lines; 1 if any NEW_FAILURE, else 0.
+def title(before, switches):
+    """The heading of the Markdown view."""
+    text = "Comparison"
+    if switches:
+        text += ": " + ", ".join(f"{old} -> {new}" for old, new in sorted(set(switches)))
+    if before.get("evidence") == "synthetic":
+        text += " (synthetic demo)"
+    return one_line(text)
 
-    summary_md: a file to append a Markdown view to (labels and changed rows).
-    """
-    lines, cautions, before_rows, after_rows = differences(before, after)
+
+# --------------------------------------------------------------------------
+# I/O: printing, the views, the synthetic demo pair.
+# --------------------------------------------------------------------------
+
+
+class OutputFailed(Exception):
+    """Standard output cannot be written (a closed pipe, a full disk)."""
+
+
+class ReportError(Exception):
+    """A --summary-md or --html view cannot be written."""
+
+
+def say(line):
+    try:
+        print(line)
+    except (OSError, ValueError) as exc:  # ValueError: the stream was closed
+        raise OutputFailed(getattr(exc, "strerror", None) or str(exc)) from None
+
+
+def show(result):
+    """Print a comparison; 1 if any NEW_FAILURE, else 0."""
+    for line in result["cautions"]:
+        say(line)
+    for item in result["items"]:
+        say(item_line(item, result["repeats"]))
+    say(count_line(result["items"]))
+    return 1 if any(item["label"] == "NEW_FAILURE" for item in result["items"]) else 0
+
+
+def write_views(before, after, result, heading, summary_md=None, html=None):
+    """Append the Markdown view and write the page; ReportError when one cannot be."""
+    if summary_md is None and html is None:
+        return
+    import reports
+
     if summary_md is not None:
-        title = "Comparison" + (" (synthetic demo)" if before.get("evidence") == "synthetic"
-                                else "")
-        reports.append(summary_md, reports.compare_markdown(title, lines, cautions,
-                                                            before_rows, after_rows))
-    for caution in cautions:
-        print(caution)
-    for name, (model, case_id, repeat), old, new in lines:
-        print(name, model, case_id, repeat, "before=", old, "after=", new)
-    return 1 if any(line[0] == "NEW_FAILURE" for line in lines) else 0
+        text = reports.compare_markdown(heading, result["items"], result["cautions"])
+        try:
+            reports.append(summary_md, text)
+        except OSError as exc:
+            raise ReportError(f"cannot write --summary-md {summary_md}: "
+                              f"{exc.strerror or exc}") from None
+    if html is not None:
+        # Only the page needs them; regression brings the SDK, slow to import.
+        import evidence_page
+        from regression import rfc_document
+
+        page = evidence_page.comparison_page(before, after, result["items"],
+                                             result["cautions"], rfc_document)
+        try:
+            reports.write_replacing(html, page)
+        except OSError as exc:
+            raise ReportError(f"cannot write --html {html}: {exc.strerror or exc}") from None
 
 
-# --------------------------------------------------------------------------
-# I/O: the synthetic demo pair and reading records.
-# --------------------------------------------------------------------------
+def compare(before, after, switches=(), paths=None, summary_md=None, html=None):
+    """Print the comparison of two records; 1 if any NEW_FAILURE, else 0 (SPEC A6).
+
+    ValueError (nothing printed) when they cannot be compared; ReportError
+    when a view cannot be written.
+    """
+    result = comparison(before, after, switches, paths)
+    code = show(result)
+    write_views(before, after, result, title(before, switches), summary_md, html)
+    return code
 
 
-def demo_record(unsafe_models):
-    """A record shaped like a live one, its rows checked by the real check()."""
+def demo_record(created_at, unsafe_models):
+    """A record shaped like a live one, its rows from run_one over the simulated API."""
+    import copy
+
+    import regression  # the demo alone needs the runner, the SDK and the simulated API
     import simulated_api
 
-    model = "offline/model"
-    rows = []
-    for number, case in enumerate(regression.CASES, 1):
-        raw = simulated_api.agent_response(number, case, model, unsafe_models)
-        text = raw["output"][1]["content"][0]["text"]
-        reasons = regression.check(case, raw, text)
-        rows.append({
-            "repeat": 1, "case_id": case["id"], "model": model, "error": None,
-            "error_status": None, "cost_usd": regression.reported_cost(raw),
-            "response": raw, "answer_text": text, "reasons": reasons,
-            "seconds": 0.0, "passed": not reasons,
-        })
+    state = simulated_api.new_state(regression.CASES, unsafe_models=unsafe_models)
+    with simulated_api.sdk_client(state) as client:
+        rows = [{"repeat": 0, **regression.run_one(client, case, DEMO_MODEL)}
+                for case in regression.CASES]
     return {
-        "created_at": "1970-01-01T00:00:00+00:00",
+        "created_at": created_at,
         # A deep copy, so that nothing done to a demo record reaches regression's own.
-        "config": copy.deepcopy(regression.run_config([model], regression.CASES, 1)),
+        "config": copy.deepcopy(regression.run_config([DEMO_MODEL], regression.CASES, 1)),
         "sdk_version": regression.sdk_version(),
         "code_sha256": regression.code_sha256(),
         "evidence": "synthetic",
         "runs": rows,
-        "summary": regression.summary(rows, [model], 1),
+        "summary": regression.summary(rows, [DEMO_MODEL], 1),
     }
 
 
-def demo(folder, summary_md=None):
-    """Write a synthetic before/after pair into a new folder and compare them."""
-    os.makedirs(folder)  # FileExistsError when it exists: never overwrite
-    before = demo_record(unsafe_models=())
-    after = demo_record(unsafe_models={"offline/model"})
-    for name, record in (("before.json", before), ("after.json", after)):
-        with open(os.path.join(folder, name), "x", encoding="utf-8") as handle:
-            json.dump(record, handle, indent=2)
-    print(f"SYNTHETIC: synthetic demo records, made offline; no model was called "
-          f"({folder}/before.json, {folder}/after.json).")
-    return compare(before, after, summary_md)
-
-
-def load(path):
-    """A record from disk; OSError or ValueError with a readable reason."""
-    info = os.stat(path)
-    if not stat.S_ISREG(info.st_mode):
-        raise ValueError(f"{path} is not a regular file")
-    if info.st_size > MAX_RECORD_BYTES:
-        raise ValueError(f"{path} is larger than {MAX_RECORD_BYTES} bytes")
-    with open(path, "rb") as handle:
-        data = handle.read()
+def demo(folder, summary_md=None, html=None):
+    """Write a synthetic before/after pair into a new folder and compare them (1)."""
     try:
-        return json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
-        raise ValueError(f"{path} is not valid JSON ({reason})") from None
+        os.makedirs(folder)  # never into a folder that exists: nothing is overwritten
+    except FileExistsError:
+        raise ValueError(f"{folder} already exists; name a new folder for --demo") from None
+    except OSError as exc:
+        raise ValueError(f"cannot create {folder}: {exc.strerror or exc}") from None
+    now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    before = demo_record((now - datetime.timedelta(minutes=1)).isoformat(), ())
+    after = demo_record(now.isoformat(), {DEMO_MODEL})
+    paths = (os.path.join(folder, "before.json"), os.path.join(folder, "after.json"))
+    for path, run in zip(paths, (before, after)):
+        try:
+            with open(path, "x", encoding="utf-8") as handle:
+                handle.write(record.dumps(run, indent=2) + "\n")
+        except OSError as exc:
+            raise ValueError(f"cannot write {path}: {exc.strerror or exc}") from None
+    again = command(*paths)
+    say(f"SYNTHETIC: synthetic demo records, made offline; no model was called "
+        f"({one_line(paths[0], 200)}, {one_line(paths[1], 200)})"
+        + (f"; compare them again with: {again}" if again else ""))
+    return compare(before, after, paths=paths, summary_md=summary_md, html=html)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors, as CI logs read best; --help shows the usage."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
+
+
+def same_file(first, second):
+    try:
+        return os.path.samefile(first, second)
+    except OSError:  # one does not exist (yet): compare the names
+        return os.path.realpath(first) == os.path.realpath(second)
+
+
+def output_problem(path, kind, inputs):
+    """Why a view may not be written to path, checked before anything is read."""
+    import reports
+
+    if path and any(same_file(path, source) for source in inputs if source):
+        return "it is one of the records compared; name another file"
+    return reports.output_problem(path, kind)
+
+
+def parse_args(argv):
+    parser = Parser(
         prog="compare_runs.py",
         description="Compare two saved runs and name every new failure.",
-        epilog="Exit codes: 0 no new failure, 1 new failure, 2 not comparable.",
+        epilog="Exit codes: 0 no new failure, 1 new failure, 2 no verdict (not comparable, "
+               "usage, output or internal error).",
     )
-    parser.add_argument("before", nargs="?", help="the earlier record (results.json)")
-    parser.add_argument("after", nargs="?", help="the later record")
+    parser.add_argument("before", nargs="?", metavar="BEFORE",
+                        help="the earlier record; alone with --switch, the run of both models")
+    parser.add_argument("after", nargs="?", metavar="AFTER", help="the later record")
+    parser.add_argument("--switch", action="append", type=parse_switch, metavar="OLD=NEW",
+                        help="compare model OLD in BEFORE with model NEW in AFTER (repeatable)")
     parser.add_argument("--demo", metavar="NEW_DIR",
                         help="write a synthetic before/after pair into NEW_DIR and compare it")
     parser.add_argument("--summary-md", metavar="FILE",
                         help="append a Markdown view, e.g. to $GITHUB_STEP_SUMMARY")
-    # A usage error is one line, as CI logs read best; --help shows the usage.
-    parser.print_usage = lambda file=None: None
+    parser.add_argument("--html", metavar="FILE", help="write the comparison as one HTML page")
     args = parser.parse_args(argv)
-    problem = args.summary_md is not None and reports.append_problem(args.summary_md)
-    if problem:
-        parser.error(f"--summary-md {args.summary_md}: {problem}")
-    if args.demo is not None and (args.before or args.after):
-        parser.error("give BEFORE AFTER or --demo NEW_DIR, not both")
-    if args.demo is None and not (args.before and args.after):
-        parser.error("give two records to compare: BEFORE AFTER (or --demo NEW_DIR)")
+    args.switch = args.switch or []
+    if args.demo is not None and (args.before is not None or args.switch):
+        parser.error("give BEFORE AFTER, RUN --switch OLD=NEW or --demo NEW_DIR, not several")
+    if args.demo is None and args.before is None:
+        parser.error("give two records to compare: BEFORE AFTER (or RUN --switch OLD=NEW, "
+                     "or --demo NEW_DIR)")
+    if args.demo is None and args.after is None and not args.switch:
+        parser.error("one record compares two of its models: give RUN --switch OLD=NEW, "
+                     "or two records BEFORE AFTER")
+    if len(set(args.switch)) != len(args.switch):
+        parser.error("--switch: the same OLD=NEW is given twice")
+    if args.summary_md is not None and args.html is not None and same_file(args.summary_md,
+                                                                           args.html):
+        parser.error("--summary-md and --html name the same file")
+    for flag, path, kind in (("--summary-md", args.summary_md, "markdown"),
+                             ("--html", args.html, "html")):
+        problem = path is not None and output_problem(path, kind, (args.before, args.after))
+        if problem:
+            parser.error(f"{flag} {path}: {problem}")
+    return args
+
+
+def run(args):
+    """The exit code of a parsed command line."""
     try:
         if args.demo is not None:
-            return demo(args.demo, args.summary_md)
-        return compare(load(args.before), load(args.after), args.summary_md)
-    except FileExistsError:
-        problem = f"{args.demo} already exists; name a new folder for --demo"
-    except OSError as exc:
-        problem = f"cannot open {exc.filename}: {exc.strerror}"
-    except (ValueError, RecursionError) as exc:
-        problem = str(exc) if isinstance(exc, ValueError) else "a record is nested too deeply"
-    print(f"NOT_COMPARABLE: {problem}")
+            return demo(args.demo, args.summary_md, args.html)
+        before = record.read_record(args.before)
+        if args.after is None:  # RUN --switch OLD=NEW: two models of one run
+            return compare(before, before, args.switch, (args.before, args.before),
+                           args.summary_md, args.html)
+        after = record.read_record(args.after)
+        return compare(before, after, args.switch, (args.before, args.after),
+                       args.summary_md, args.html)
+    except ValueError as exc:
+        say(f"NOT_COMPARABLE: {one_line(exc)}")
+    except ReportError as exc:
+        print(f"compare_runs.py: {one_line(exc)}; no verdict", file=sys.stderr)
     return 2
+
+
+def silence_stdout():
+    """Point standard output at /dev/null, so the interpreter's last flush of
+    what is still buffered cannot fail with a traceback at exit."""
+    try:
+        target = sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError):
+        return  # not a real file (a test's StringIO): nothing is flushed at exit
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, target)
+    os.close(null)
+
+
+def main(argv=None):
+    if sys.stdout is None:  # started with standard output closed (>&-)
+        print("compare_runs.py: standard output is closed; no verdict", file=sys.stderr)
+        return 2
+    try:
+        code = run(parse_args(argv))
+        try:
+            sys.stdout.flush()  # a full disk or a closed pipe shows here, not at exit
+        except (OSError, ValueError) as exc:
+            raise OutputFailed(getattr(exc, "strerror", None) or str(exc)) from None
+        return code
+    except OutputFailed as exc:
+        silence_stdout()
+        print(f"compare_runs.py: cannot write the output ({one_line(exc)}); no verdict",
+              file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - a bug must read as "no verdict", never as 1
+        import traceback
+
+        traceback.print_exc()
+        print(f"compare_runs.py: internal error: {type(exc).__name__}: {one_line(exc)}; "
+              "please report it with the traceback above", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -673,7 +673,7 @@ def counts_html(items, cautions):
                f'{"" if new == 1 else "s"}: the change broke an approved decision (exit 1).</p>'
                if new else '<p class="verdict pass"><strong>Verdict:</strong> '
                "no new failure (exit 0).</p>")
-    notes = "".join(f'<p class="banner">CAUTION: {esc(line)}</p>' for line in cautions)
+    notes = "".join(f'<p class="banner">{esc(line)}</p>' for line in cautions)
     return (f"{verdict}{notes}<table><tr><th>label</th><th>items</th><th>meaning</th></tr>"
             f"{rows}</table>")
 

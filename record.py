@@ -152,7 +152,8 @@ def row_problem(row):
     if not isinstance(row, dict):
         return "is not an object"
     key = (row.get("model"), row.get("case_id"), row.get("repeat"))
-    if not (isinstance(key[0], str) and isinstance(key[1], str) and type(key[2]) is int):
+    if not (isinstance(key[0], str) and isinstance(key[1], str) and type(key[2]) is int
+            and key[0].isprintable() and key[1].isprintable()):
         return "has no valid model, case_id and repeat"
     reasons = row.get("reasons")
     if not isinstance(reasons, list) or not all(isinstance(r, str) for r in reasons):

@@ -516,7 +516,7 @@ class ComparisonPage(unittest.TestCase):
         self.items = comparison_items(self.before, self.after)
         self.page = evidence_page.comparison_page(
             self.before, self.after, self.items,
-            ["changed regression.py (code_sha256)"], rfc_document)
+            ["CAUTION: changed regression.py (code_sha256)"], rfc_document)
 
     def test_counts_verdict_and_cautions_come_first(self):
         counts = re.findall(r"<strong>(\w+)</strong></td><td>(\d+)</td>", self.page)
@@ -623,7 +623,7 @@ class Browser(unittest.TestCase):
         before = realistic_record(failing_repeats=())
         after = self.hostile_record()
         dom = self.render(evidence_page.comparison_page(
-            before, after, comparison_items(before, after), ["changed sdk_version"],
+            before, after, comparison_items(before, after), ["CAUTION: changed sdk_version"],
             rfc_document))
         for text in ["ambiguous-payment", MODELS[1], "NEW_FAILURE", "3/3 → 1/3 FLAKY",
                      "CAUTION: changed sdk_version", html.escape(HOSTILE[1])]:
