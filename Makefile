@@ -10,9 +10,9 @@ FAST := test_regression test_compare_runs test_reports test_evidence_page
 
 .PHONY: test test-fast demo bench clean
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -r requirements-dev.txt
 	touch $(STAMP)
 
 test: $(STAMP)

@@ -5,6 +5,8 @@ import contextlib
 import io
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +19,8 @@ import regression
 import simulated_api
 from testing import HERE, KEY, cli, loopback_env, loopback_server, popen, read_json, \
     read_text, saved_rows, temp_dir, wait_until
+
+ZIZMOR = shutil.which("zizmor") or shutil.which("zizmor", path=os.path.dirname(sys.executable))
 
 class BadInputTest(unittest.TestCase):
     """Every bad input: one line naming the problem, exit 2, no request, no file."""
@@ -277,6 +281,109 @@ class ReportsEndToEndTest(unittest.TestCase):
                      env=env)
         self.assertEqual(result.returncode, 1)
         self.assertIn("ambiguous-payment", read_text(paths["compare.md"]))
+
+
+def readme_blocks(heading):
+    """The ```sh blocks of one README section, as written."""
+    text = read_text(os.path.join(HERE, "README.md"))
+    section = text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```sh\n(.*?)```", section, re.S)
+
+
+def workflow_step(name):
+    """The `run: |` script of one step of the example GitHub Actions workflow."""
+    lines = read_text(os.path.join(HERE, "examples", "github-actions.yml")).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == f"- name: {name}")
+    run = next(i for i in range(start, len(lines)) if lines[i].strip() == "run: |")
+    indent = len(lines[run]) - len(lines[run].lstrip()) + 2
+    script = []
+    for line in lines[run + 1:]:
+        if line.strip() and len(line) - len(line.lstrip()) < indent:
+            break
+        script.append(line[indent:])
+    return "\n".join(script) + "\n"
+
+
+class ReadmeTest(unittest.TestCase):
+    """The README's workflow sections, run literally in a new folder against the
+    loopback simulated API: what a new user copies must work as written."""
+
+    def setUp(self):
+        self.folder = temp_dir(self)
+        # .venv/bin/python as the README writes it: this interpreter's environment.
+        os.symlink(os.path.dirname(os.path.dirname(sys.executable)),
+                   os.path.join(self.folder, ".venv"))
+        for name in os.listdir(HERE):
+            if name.endswith(".py") or name == "examples":
+                os.symlink(os.path.join(HERE, name), os.path.join(self.folder, name))
+        self.server = loopback_server(self, cases=None)
+        self.env = loopback_env(self.server)
+
+    def bash(self, script, **env):
+        result = subprocess.run(["bash", "-e", "-c", script], cwd=self.folder, text=True,
+                                capture_output=True, timeout=300, env={**self.env, **env})
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        return result.stdout
+
+    def test_every_workflow_section_runs_as_written(self):
+        for heading, count in (("Before a model switch", 3), ("After editing the instructions", 1),
+                               ("After fixing the checker", 1), ("The evidence page", 1)):
+            blocks = readme_blocks(heading)
+            self.assertEqual(len(blocks), count, heading)
+            with self.subTest(heading):
+                if heading == "The evidence page":
+                    self.bash(".venv/bin/python regression.py --out results.json")
+                for block in blocks:
+                    output = self.bash(block)
+                    self.assertRegex(output, r"(Record: |compared \d+: )")
+        self.assertIn("compared 4: 0 new failures", self.bash(
+            ".venv/bin/python compare_runs.py migration.json "
+            "--switch chat:sonar-pro=openai/gpt-5.6-sol"))
+        self.assertIn("<!DOCTYPE html>", read_text(os.path.join(self.folder, "results.html")))
+
+    def test_the_ci_recipe_gates_on_a_committed_baseline(self):
+        summary = os.path.join(self.folder, "summary.md")
+        env = {"GITHUB_STEP_SUMMARY": summary, "MODELS": "openai/gpt-5.6-sol",
+               "REPEATS": "2", "MAX_COST": "5"}
+        self.bash(".venv/bin/python regression.py --models openai/gpt-5.6-sol --repeats 2 "
+                  "--out baseline.json")
+        self.bash(workflow_step("Run the regression cases"), **env)
+        self.bash(workflow_step("Compare with the committed baseline"), **env)
+        text = read_text(summary)
+        self.assertIn("Regression run: PASS (exit 0)", text)
+        self.assertIn("Baseline comparison: OK (exit 0)", text)
+        for name in ("results.json", "junit.xml", "report.html", "comparison.html"):
+            self.assertTrue(os.path.getsize(os.path.join(self.folder, name)), name)
+
+    def test_the_ci_recipe_tells_a_regression_from_no_verdict(self):
+        summary = os.path.join(self.folder, "summary.md")
+        env = {"GITHUB_STEP_SUMMARY": summary, "MODELS": "openai/gpt-5.6-sol",
+               "REPEATS": "1", "MAX_COST": "5"}
+        self.bash(".venv/bin/python regression.py --models openai/gpt-5.6-sol "
+                  "--out baseline.json")
+        self.server.state["unsafe_models"] = {"openai/gpt-5.6-sol"}
+        for step, code, words in (("Run the regression cases", 1, "REGRESSION (exit 1)"),
+                                  ("Compare with the committed baseline", 1,
+                                   "NEW_FAILURE (exit 1)")):
+            result = subprocess.run(["bash", "-e", "-c", workflow_step(step)], cwd=self.folder,
+                                    capture_output=True, text=True, timeout=300,
+                                    env={**self.env, **env})
+            self.assertEqual(result.returncode, code, result.stderr)
+            self.assertIn(words, read_text(summary))
+        os.remove(os.path.join(self.folder, "baseline.json"))
+        result = subprocess.run(["bash", "-e", "-c",
+                                 workflow_step("Compare with the committed baseline")],
+                                cwd=self.folder, capture_output=True, text=True, timeout=300,
+                                env={**self.env, **env})
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("NOT_COMPARABLE (exit 2)", read_text(summary))
+
+    @unittest.skipUnless(ZIZMOR, "zizmor is not installed (pip install -r requirements-dev.txt)")
+    def test_the_example_workflow_passes_the_actions_security_audit(self):
+        result = subprocess.run([ZIZMOR, "--offline", os.path.join(HERE, "examples",
+                                                                   "github-actions.yml")],
+                                capture_output=True, text=True, timeout=120)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
 
 
 class CrashTest(unittest.TestCase):
