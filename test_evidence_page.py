@@ -13,15 +13,13 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import unittest
 import urllib.parse
 
 import evidence_page
+from testing import CHROMIUM, dump_dom
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-BROWSER_SECONDS = 60  # one headless page load; a cold start takes a few seconds
 HOSTILE = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>",
            '"><svg onload=alert(1)>', "</pre></details><iframe src=//evil.example>",
            "<style>body{display:none}</style>", "<!-- unclosed"]
@@ -567,19 +565,6 @@ class ComparisonPage(unittest.TestCase):
 # --------------------------------------------------------------------------
 # A real browser: what a reader sees.
 # --------------------------------------------------------------------------
-
-
-def dump_dom(path, user_data):
-    """The DOM headless Chromium builds from a file; no name can resolve, so
-    even a mistake in the page could not reach the network."""
-    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update",
-               "--host-resolver-rules=MAP * ~NOTFOUND", f"--user-data-dir={user_data}",
-               "--dump-dom", "file://" + path]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=BROWSER_SECONDS)
-    if done.returncode != 0:
-        raise AssertionError(f"chromium exit {done.returncode}: {done.stderr[-2000:]}")
-    return done.stdout
 
 
 @unittest.skipUnless(CHROMIUM, "no chromium binary on PATH (apt-get install chromium)")

@@ -17,7 +17,7 @@ from unittest import mock
 
 import regression
 import simulated_api
-from testing import HERE, KEY, cli, loopback_env, loopback_server, popen, read_json, \
+from testing import CHROMIUM, HERE, KEY, cli, dump_dom, loopback_env, loopback_server, popen, read_json, \
     read_text, saved_rows, temp_dir, wait_until
 
 ZIZMOR = shutil.which("zizmor") or shutil.which("zizmor", path=os.path.dirname(sys.executable))
@@ -446,6 +446,36 @@ class DemoTest(unittest.TestCase):
         self.assertEqual(result.returncode, 2)
         self.assertIn("already exists", result.stderr)
         self.assertEqual(os.listdir(folder), [])
+
+    @unittest.skipUnless(CHROMIUM, "no chromium binary on PATH (apt-get install chromium)")
+    def test_both_demo_pages_render_in_chromium_with_what_a_reader_needs(self):
+        folder = temp_dir(self)
+        run = cli("regression.py", "--demo", os.path.join(folder, "run"),
+                  "--html", os.path.join(folder, "run.html"))
+        self.assertEqual(run.returncode, 1, run.stderr)
+        self.assertIn(f"Evidence page: {os.path.join(folder, 'run.html')}", run.stdout)
+        pair = cli("compare_runs.py", "--demo", os.path.join(folder, "pair"),
+                   "--html", os.path.join(folder, "comparison.html"))
+        self.assertEqual(pair.returncode, 1, pair.stderr)
+        expected = {
+            "run.html": ["offline/careful", "offline/hasty", "ambiguous-payment",
+                         "wrong_next_action", "wait_then_retry", "verify_outcome",
+                         "https://www.rfc-editor.org/rfc/rfc9110", "synthetic"],
+            "comparison.html": ["NEW_FAILURE", "offline/model", "ambiguous-payment",
+                                "wait_then_retry", "verify_outcome"],
+        }
+        for name, texts in expected.items():
+            dom = dump_dom(os.path.join(folder, name), os.path.join(folder, "profile-" + name))
+            for text in texts:
+                with self.subTest(page=name, text=text):
+                    self.assertIn(text, dom)
+            self.assertNotIn("<script", dom)
+
+    def test_the_example_files_hold_the_built_in_cases_and_instructions(self):
+        self.assertEqual(read_json(os.path.join(HERE, "examples", "cases.json")),
+                         regression.CASES)
+        self.assertEqual(read_text(os.path.join(HERE, "examples", "advisor.txt")),
+                         regression.INSTRUCTIONS)
 
     def test_compare_demo_from_the_command_line(self):
         folder = os.path.join(temp_dir(self), "pair")

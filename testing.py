@@ -17,6 +17,8 @@ import unittest
 from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+BROWSER_SECONDS = 60  # one headless page load; a cold start takes a few seconds
 KEY = "pplx-test-key-0123456789abcdef"  # key-shaped and long enough to be redacted
 
 
@@ -150,3 +152,16 @@ class Harness(unittest.TestCase):
 
     def record(self, path=None):
         return read_json(path or self.out)
+
+
+def dump_dom(path, user_data):
+    """The DOM headless Chromium builds from a file; no name can resolve, so
+    even a mistake in the page could not reach the network."""
+    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update",
+               "--host-resolver-rules=MAP * ~NOTFOUND", f"--user-data-dir={user_data}",
+               "--dump-dom", "file://" + path]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=BROWSER_SECONDS)
+    if done.returncode != 0:
+        raise AssertionError(f"chromium exit {done.returncode}: {done.stderr[-2000:]}")
+    return done.stdout
