@@ -1149,7 +1149,7 @@ def parse_args(argv):
         parser.error(f"--demo folder {args.demo} already exists; name a new one")
     if args.demo is None and args.regrade is None and not os.environ.get("PERPLEXITY_API_KEY"):
         parser.error("PERPLEXITY_API_KEY is not set; export your API key, "
-                     "or try the offline demo: python regression.py --demo demo-run")
+                     f"or try the offline demo: {command_hint('--demo', 'demo-run')}")
     return args
 
 

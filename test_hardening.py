@@ -341,42 +341,44 @@ class ReadmeTest(unittest.TestCase):
             "--switch chat:sonar-pro=openai/gpt-5.6-sol"))
         self.assertIn("<!DOCTYPE html>", read_text(os.path.join(self.folder, "results.html")))
 
+    def ci_job(self, repeats):
+        """A committed baseline, and the workflow's environment on a pull request."""
+        self.summary = os.path.join(self.folder, "summary.md")
+        self.bash(".venv/bin/python regression.py --models openai/gpt-5.6-sol "
+                  f"--repeats {repeats} --out baseline.json")
+        return {"GITHUB_STEP_SUMMARY": self.summary, "MODELS": "openai/gpt-5.6-sol",
+                "REPEATS": str(repeats), "MAX_COST": "5"}
+
+    def step(self, name, env):
+        """(exit code of one workflow step, the step summary so far)."""
+        result = subprocess.run(["bash", "-e", "-c", workflow_step(name)], cwd=self.folder,
+                                capture_output=True, text=True, timeout=300,
+                                env={**self.env, **env})
+        return result.returncode, read_text(self.summary)
+
     def test_the_ci_recipe_gates_on_a_committed_baseline(self):
-        summary = os.path.join(self.folder, "summary.md")
-        env = {"GITHUB_STEP_SUMMARY": summary, "MODELS": "openai/gpt-5.6-sol",
-               "REPEATS": "2", "MAX_COST": "5"}
-        self.bash(".venv/bin/python regression.py --models openai/gpt-5.6-sol --repeats 2 "
-                  "--out baseline.json")
-        self.bash(workflow_step("Run the regression cases"), **env)
-        self.bash(workflow_step("Compare with the committed baseline"), **env)
-        text = read_text(summary)
-        self.assertIn("Regression run: PASS (exit 0)", text)
-        self.assertIn("Baseline comparison: OK (exit 0)", text)
+        env = self.ci_job(repeats=2)
+        self.assertEqual(self.step("Run the regression cases", env)[0], 0)
+        code, summary = self.step("Compare with the committed baseline", env)
+        self.assertEqual(code, 0)
+        self.assertIn("Regression run: PASS (exit 0)", summary)
+        self.assertIn("Baseline comparison: OK (exit 0)", summary)
         for name in ("results.json", "junit.xml", "report.html", "comparison.html"):
             self.assertTrue(os.path.getsize(os.path.join(self.folder, name)), name)
 
     def test_the_ci_recipe_tells_a_regression_from_no_verdict(self):
-        summary = os.path.join(self.folder, "summary.md")
-        env = {"GITHUB_STEP_SUMMARY": summary, "MODELS": "openai/gpt-5.6-sol",
-               "REPEATS": "1", "MAX_COST": "5"}
-        self.bash(".venv/bin/python regression.py --models openai/gpt-5.6-sol "
-                  "--out baseline.json")
+        env = self.ci_job(repeats=1)
         self.server.state["unsafe_models"] = {"openai/gpt-5.6-sol"}
-        for step, code, words in (("Run the regression cases", 1, "REGRESSION (exit 1)"),
-                                  ("Compare with the committed baseline", 1,
-                                   "NEW_FAILURE (exit 1)")):
-            result = subprocess.run(["bash", "-e", "-c", workflow_step(step)], cwd=self.folder,
-                                    capture_output=True, text=True, timeout=300,
-                                    env={**self.env, **env})
-            self.assertEqual(result.returncode, code, result.stderr)
-            self.assertIn(words, read_text(summary))
+        code, summary = self.step("Run the regression cases", env)
+        self.assertEqual(code, 1)
+        self.assertIn("REGRESSION (exit 1)", summary)
+        code, summary = self.step("Compare with the committed baseline", env)
+        self.assertEqual(code, 1)
+        self.assertIn("NEW_FAILURE (exit 1)", summary)
         os.remove(os.path.join(self.folder, "baseline.json"))
-        result = subprocess.run(["bash", "-e", "-c",
-                                 workflow_step("Compare with the committed baseline")],
-                                cwd=self.folder, capture_output=True, text=True, timeout=300,
-                                env={**self.env, **env})
-        self.assertEqual(result.returncode, 2)
-        self.assertIn("NOT_COMPARABLE (exit 2)", read_text(summary))
+        code, summary = self.step("Compare with the committed baseline", env)
+        self.assertEqual(code, 2)
+        self.assertIn("NOT_COMPARABLE (exit 2)", summary)
 
     @unittest.skipUnless(ZIZMOR, "zizmor is not installed (pip install -r requirements-dev.txt)")
     def test_the_example_workflow_passes_the_actions_security_audit(self):

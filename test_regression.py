@@ -26,7 +26,7 @@ from perplexity.generated.api import ApiChatCompletionsRequestInput
 
 import regression
 import simulated_api
-from testing import KEY, Harness, quiet, read_json, read_text, temp_dir
+from testing import KEY, Harness, cli, quiet, read_json, read_text, temp_dir
 
 CASE = {case["id"]: case for case in regression.CASES}
 PAYMENT = CASE["ambiguous-payment"]
@@ -1164,6 +1164,36 @@ class TrustTest(Harness):
         self.assertEqual(code, 2)  # 0.02 is reached again, and said again once
         self.assertEqual(errors.count("Stopped: the reported cost"), 1)
         self.assertEqual(self.record()["execution"]["max_cost"], "0.02")
+
+    def test_a_report_that_cannot_be_written_exits_2_and_its_hint_writes_it(self):
+        folder = self.path("reports")
+        os.mkdir(folder)
+        junit = os.path.join(folder, "j.xml")
+
+        def lose_the_folder(request):  # the reports' folder vanishes during the run
+            if len(self.state["requests"]) == 7:
+                os.rmdir(folder)
+
+        self.before_request = lose_the_folder
+        code, _, errors = self.main("--junit", junit)
+        self.assertEqual(code, 2)
+        self.assertIn("cannot write the report", errors)
+        self.before_request = None
+        os.mkdir(folder)
+        code, _, _ = quiet(regression.main, hinted_args(errors, "write the reports again with: "))
+        self.assertEqual(code, 0)
+        self.assertEqual(len(ET.parse(junit).getroot().findall("testsuite/testcase")), 8)
+
+    def test_the_missing_key_hint_runs_the_demo(self):
+        with mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": ""}):
+            with self.assertRaises(SystemExit), contextlib.redirect_stderr(io.StringIO()) as err:
+                regression.main(["--out", self.out])
+        args = hinted_args(err.getvalue(), "offline demo: ")
+        self.assertEqual(args, ["--demo", "demo-run"])
+        ran = cli("regression.py", *args, cwd=self.folder)  # a fresh interpreter, no key
+        self.assertEqual(ran.returncode, 1, ran.stderr)
+        self.assertIn("Record: demo-run/results.json", ran.stdout)
+
 
 
 class InstructionsAndRegradeTest(Harness):
