@@ -19,7 +19,6 @@ runner nor the SDK and judges citations exactly as the checker does.
 import html
 import json
 import math
-import re
 import urllib.parse
 
 import reports  # the one set of control characters, and the mark of our pages

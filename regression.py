@@ -34,7 +34,6 @@ if sys.version_info < (3, 11):  # tomllib, and the exit code: a crash must not b
 
 import argparse
 import contextlib
-import copy
 import dataclasses
 import email.utils
 import functools
@@ -48,6 +47,7 @@ import random
 import re
 import shlex
 import signal
+import stat
 import threading
 import time
 import tomllib
@@ -993,7 +993,7 @@ def read_file(path, what, limit):
         raise ValueError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(fd)
-        if not os.path.stat.S_ISREG(info.st_mode) or info.st_size > limit:
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
             raise ValueError(f"{what} {path} must be a regular file of at most "
                              f"{limit >> 10} KiB")
         return handle.read(limit + 1)

@@ -10,7 +10,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import unittest
 import xml.etree.ElementTree as ET
 from unittest import mock

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import stat
-import threading
 import unittest
 from unittest import mock
 

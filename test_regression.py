@@ -26,7 +26,7 @@ from perplexity.generated.api import ApiChatCompletionsRequestInput
 
 import regression
 import simulated_api
-from testing import KEY, Harness, cli, quiet, read_json, read_text, temp_dir
+from testing import KEY, Harness, cli, quiet, read_json, read_text
 
 CASE = {case["id"]: case for case in regression.CASES}
 PAYMENT = CASE["ambiguous-payment"]

@@ -10,9 +10,7 @@ from unittest import mock
 import httpx
 from perplexity import Perplexity
 
-import compare_runs
 import regression
-import reports
 import simulated_api
 from testing import KEY, Harness, read_text as read
 
