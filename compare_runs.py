@@ -45,7 +45,7 @@ import sys
 # Before any other import, so that an old interpreter gets one line, not a
 # SyntaxError or ImportError from a module it cannot load.
 if sys.version_info < (3, 11):
-    print("compare_runs.py needs Python 3.11 or later; this is %d.%d" % sys.version_info[:2],
+    print("compare_runs.py: error: needs Python 3.11 or later; this is %d.%d" % sys.version_info[:2],
           file=sys.stderr)
     raise SystemExit(2)
 
@@ -151,9 +151,11 @@ def count_line(items):
     return f"compared {len(items)}: " + ", ".join(words)
 
 
-def command(*args):
-    """A shell command that runs this script with args, or None if an arg is unprintable."""
-    script = os.path.abspath(__file__)
+def command(*args, script=None):
+    """A shell command that runs this script (or the project's `script`) with args,
+    or None if an arg is unprintable."""
+    script = os.path.abspath(script and os.path.join(os.path.dirname(__file__), script)
+                             or __file__)
     relative = os.path.relpath(script)
     words = [sys.executable or "python3",
              script if relative.startswith(os.pardir) else relative, *args]
@@ -173,6 +175,15 @@ def parse_switch(text):
     if not sep or not old or not new:
         raise argparse.ArgumentTypeError(f"{one_line(text, 200)!r}: give OLD=NEW, two model names")
     return old, new
+
+
+def finish_hint(problem, path):
+    """How to make an unfinished record comparable: the command that finishes it."""
+    text = str(problem)
+    if "execution error" not in text and "missing" not in text:
+        return ""
+    hint = command("--resume", path, script="regression.py")
+    return f"; finish it first with: {hint}" if hint else "; finish it first with --resume"
 
 
 def index(run):
@@ -276,7 +287,7 @@ def comparison(before, after, switches=(), paths=None):
         try:
             rows.append(index(run))
         except ValueError as exc:
-            raise ValueError(f"{path}: {exc}") from None
+            raise ValueError(f"{path}: {exc}{finish_hint(exc, path)}") from None
     problem = config_problem(before, after, switches, paths)
     if problem:
         raise ValueError(problem)

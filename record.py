@@ -38,6 +38,7 @@ CASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # safe in lines, XML, 
 STATUS = re.compile(r"[1-5][0-9][0-9]|unknown")
 RFC_NAME = re.compile(r"rfc[1-9][0-9]{0,4}")
 MAX_COST_EXPONENT = 12  # |adjusted exponent| of a cost: no request costs 1e12 USD
+MAX_NAME = 200  # characters of a model name: longer is not a name but a payload
 HIDDEN_NAME = 32  # characters of the record's name kept in its hidden files' names
 
 # --------------------------------------------------------------------------
@@ -91,7 +92,7 @@ def names(value, what):
     if not isinstance(value, list) or not value:
         raise ValueError(f"{what} must be a non-empty list")
     for item in value:
-        if not isinstance(item, str) or not item or not item.isprintable() or len(item) > 200:
+        if not isinstance(item, str) or not item or not item.isprintable() or len(item) > MAX_NAME:
             raise ValueError(f"{what} must hold short, printable, non-empty strings")
     if len(set(value)) != len(value):
         raise ValueError(f"{what} has duplicates")

@@ -195,6 +195,7 @@ APPROVED_NETLOCS = {
 }
 RFC_PATH = re.compile(r"/rfc/(rfc[0-9]+)(?:\.html|\.txt)?/?")
 RETRY_STATUSES = (429, 503)  # the API said it did not process the request
+REFUSED_STATUSES = (400, 404, 422)  # the request itself is wrong: a resume cannot help
 MAX_RETRIES = 10
 MAX_RETRY_WAIT = 120  # seconds; a longer Retry-After is waited out at this cap
 BACKOFF_BASE = 1.0  # seconds before the first retry without Retry-After, doubling
@@ -662,6 +663,14 @@ def kept_rows(saved_rows, entries, cases):
     return kept
 
 
+def next_step(row, out):
+    """What to do after an execution error: resume, unless the request itself is refused."""
+    if row.get("error_status") in REFUSED_STATUSES:
+        return ("The API refused the request itself, so sending it again fails the same "
+                "way: fix the model name (or the SDK version) and start a new run with --out.")
+    return f"Fix the cause shown above, then: {command_hint('--resume', out)}"
+
+
 def command_hint(*args):
     """A command line that runs as printed from the current folder."""
     python = os.path.relpath(sys.executable)
@@ -966,7 +975,8 @@ class Interrupts:
         self.signal = number
         self.plan.stop("interrupted")
         print(f"Stopping: no new request starts; waiting for {self.plan.in_flight} in "
-              "flight to finish and be saved (press Ctrl+C again to stop now).",
+              "flight to finish and be saved (a second Ctrl+C or SIGTERM stops now; "
+              "answers still in flight are then lost).",
               file=sys.stderr, flush=True)
 
     def raise_if_interrupted(self):
@@ -995,7 +1005,7 @@ def read_file(path, what, limit):
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
             raise ValueError(f"{what} {path} must be a regular file of at most "
-                             f"{limit >> 10} KiB")
+                             f"{limit >> 10:,} KiB")
         return handle.read(limit + 1)
 
 
@@ -1028,30 +1038,30 @@ def load_instructions(path):
 
 
 def write_reports(run, rows, result):
-    """The JUnit, Markdown and HTML views of the record; False if one failed."""
+    """The JUnit, Markdown and HTML views of the record; the names of those written."""
     ordered = [rows[index] for index in sorted(rows)]
     views = []
     if run.reports["junit"] is not None:
-        views.append((reports.write_replacing, run.reports["junit"],
+        views.append(("junit", reports.write_replacing, run.reports["junit"],
                       reports.junit_xml(rows, run.entries, run.models)))
     if run.reports["summary_md"] is not None:
-        views.append((reports.append, run.reports["summary_md"], reports.run_markdown(
+        views.append(("summary_md", reports.append, run.reports["summary_md"], reports.run_markdown(
             run.title(), result, ordered, run.cases, verdict_line(result))))
     if run.reports["html"] is not None:
         import evidence_page  # only a run that asks for the page pays for it
 
         page = evidence_page.run_page(run.snapshot(ordered, result), rfc_document, run.title())
-        views.append((reports.write_replacing, run.reports["html"], page))
-    written = True
-    for write, path, text in views:
+        views.append(("html", reports.write_replacing, run.reports["html"], page))
+    written = set()
+    for name, write, path, text in views:
         try:
             write(path, text)
+            written.add(name)
         except OSError as exc:
             print(f"regression.py: error: cannot write the report {path}: "
                   f"{exc.strerror or exc}; the record {run.out} is saved; fix it, then "
                   f"write the reports again with: {command_hint('--resume', run.out)}",
                   file=sys.stderr)
-            written = False
     return written
 
 
@@ -1110,7 +1120,8 @@ OPTIONS = [  # flag, argparse keywords; help says what it does and its default
     ("--resume", dict(metavar="FILE", help="finish an interrupted or failed run in place: "
                       "keep its good rows, send only the missing and failed requests")),
     ("--regrade", dict(metavar="RECORD", help="re-check every saved response of RECORD with "
-                       "this checker into a new --out record; sends nothing, needs no key")),
+                       "this checker into a new --out record (default: regraded.json); "
+                       "sends nothing, needs no key")),
     ("--demo", dict(metavar="NEW_DIR", help="run offline against a simulated API and write "
                     "NEW_DIR/results.json (no key needed, data is synthetic)")),
 ]
@@ -1130,6 +1141,11 @@ def parse_args(argv):
     if args.models is not None and len(set(args.models)) != len(args.models):
         duplicates = sorted({m for m in args.models if args.models.count(m) > 1})
         parser.error(f"duplicate model in --models: {', '.join(duplicates)}")
+    for model in args.models or ():
+        if (not model.isprintable() or not 0 < len(model) <= record.MAX_NAME
+                or model == CHAT_PREFIX or model.strip() != model):
+            parser.error(f"--models: {model!r} is not a model name (printable, 1..."
+                         f"{record.MAX_NAME} characters, e.g. openai/gpt-5.6-sol)")
     if args.repeats is not None and not 1 <= args.repeats <= MAX_REPEATS:
         parser.error(f"--repeats must be 1..{MAX_REPEATS}, got {args.repeats}")
     if not 1 <= args.jobs <= MAX_JOBS:
@@ -1138,13 +1154,16 @@ def parse_args(argv):
         parser.error(f"--retries must be 0..{MAX_RETRIES}, got {args.retries}")
     given = {flag for flag, _ in OPTIONS
              if getattr(args, flag[2:].replace("-", "_")) is not None}
-    for mode, refused in (("--resume", {"--out", "--regrade", *FROM_RECORD}),
-                          ("--regrade", {"--demo", *FROM_RECORD}),
-                          ("--demo", {"--models", "--out"})):
+    for mode, refused, why in (
+            ("--resume", {"--out", "--regrade", *FROM_RECORD},
+             "finishes the record in place with its own models, cases, instructions and repeats"),
+            ("--regrade", {"--demo", *FROM_RECORD},
+             "re-checks the record's own models, cases, instructions and repeats"),
+            ("--demo", {"--models", "--out"},
+             "uses its own fictional models and writes NEW_DIR/results.json")):
         clash = sorted(given & refused)
         if mode in given and clash:
-            parser.error(f"{mode} takes {', '.join(clash)} from its own source; drop "
-                         f"{' '.join(clash)}")
+            parser.error(f"{mode} {why}; drop {' '.join(clash)}")
     if args.demo is not None and os.path.lexists(args.demo):
         parser.error(f"--demo folder {args.demo} already exists; name a new one")
     if args.demo is None and args.regrade is None and not os.environ.get("PERPLEXITY_API_KEY"):
@@ -1169,6 +1188,7 @@ class Run:
     secrets: list
     replace: bool = False  # resume: the record at out is rewritten in place
     demo: str = None
+    regrade: bool = False  # re-checks saved responses: sends nothing
     started: bool = False  # the record exists on disk
 
     def __post_init__(self):
@@ -1192,15 +1212,21 @@ class Run:
 
 
 def execution_of(args, previous=None):
-    """Settings that cannot change an answer; a resume keeps the record's report paths."""
+    """Settings that cannot change an answer; a resume keeps the record's budget and
+    report paths unless new ones are given. ValueError for a tampered budget."""
     previous = previous if isinstance(previous, dict) else {}
-    execution = {"jobs": args.jobs, "retries": args.retries,
-                 "max_cost": None if args.max_cost is None else str(args.max_cost)}
-    for name in REPORTS:
-        given = getattr(args, name)
+    given = {"max_cost": None if args.max_cost is None else str(args.max_cost),
+             **{name: getattr(args, name) for name in REPORTS}}
+    execution = {"jobs": args.jobs, "retries": args.retries}
+    for name, value in given.items():
         kept = previous.get(name)
-        execution[name] = given if given is not None else (
+        execution[name] = value if value is not None else (
             kept if isinstance(kept, str) else None)
+    if execution["max_cost"] is not None:
+        try:
+            money(execution["max_cost"])
+        except argparse.ArgumentTypeError:
+            raise ValueError("its execution.max_cost is not a budget; give --max-cost USD")
     return execution
 
 
@@ -1292,7 +1318,7 @@ def regrade_run(args, path, secrets):
     return Run(models, cases, repeats, instructions, args.out or "regraded.json", head,
                execution_of(args), {name: getattr(args, name) for name in REPORTS},
                {places[key]: regraded(row, by_id[key[1]]) for key, row in rows.items()},
-               secrets)
+               secrets, regrade=True)
 
 
 def prepare(args):
@@ -1323,6 +1349,9 @@ def api_client(run):
 
     ValueError when the client cannot be set up (a malformed PERPLEXITY_BASE_URL).
     """
+    if run.regrade:
+        yield None  # a regrade sends nothing: no client, no key
+        return
     server = None
     if run.demo is not None:
         import simulated_api  # only the demo needs the offline server
@@ -1364,6 +1393,10 @@ def saved_record(run):
 
 def take_row(run, plan, saved, index, row, started):
     """Keep one finished row: save it, print its line, decide whether to go on."""
+    if row["cost_usd"] is None and not row["error"] and not run.execution.get("warned_cost"):
+        run.execution["warned_cost"] = True
+        print("warning: a row has no reported cost; --max-cost and the running "
+              "total count only reported costs", file=sys.stderr)
     run.rows[index] = row
     run.tally.add(row)
     saved.add(index, row)
@@ -1373,19 +1406,14 @@ def take_row(run, plan, saved, index, row, started):
           f"{time.monotonic() - started:.1f}s elapsed, "
           f"{'' if known else 'at least '}${total} so far", flush=True)
     if row["error"] and plan.stop("error"):
-        print(f"Stopped after an execution error; the record is in {run.out}. Fix the "
-              f"cause shown above, then: {command_hint('--resume', run.out)}",
-              file=sys.stderr, flush=True)
+        print(f"Stopped after an execution error; the record is in {run.out}. "
+              f"{next_step(row, run.out)}", file=sys.stderr, flush=True)
     within_budget(run, plan)
 
 
 def within_budget(run, plan):
     """False, and a stop said once, when the reported cost reached --max-cost."""
-    total, known = run.tally.spent()
-    if not known and not run.execution.get("warned_cost"):
-        run.execution["warned_cost"] = True
-        print("warning: a row has no reported cost; --max-cost and the running "
-              "total count only reported costs", file=sys.stderr)
+    total, _ = run.tally.spent()
     limit = run.execution["max_cost"]
     if limit is None or total < Decimal(limit):
         return True
@@ -1399,25 +1427,33 @@ def within_budget(run, plan):
 
 
 def finish(run, interrupted):
-    """The last lines: pass rates, the summary, the verdict, and where the record is."""
+    """The last lines: pass rates, the summary, the verdict, and where the record is.
+
+    True when every report asked for was written.
+    """
     result = run.tally.summary()
     written = write_reports(run, run.rows, result)
+    wanted = {name for name in REPORTS if run.reports[name] is not None}
     if interrupted:
         hint = ("run the demo again" if run.demo else
                 f"finish it with: {command_hint('--resume', run.out)}")
         print(f"Interrupted: {len(run.rows)} of {len(run.entries)} rows are saved in "
               f"{run.out}; {hint}", file=sys.stderr)
-        return written
+        return written == wanted
     if run.repeats > 1:
         print("\n".join(pass_rate_lines(result)))
     print(json.dumps(result))  # one line, so the verdict below stays in view
     print(verdict_line(result))
+    if run.regrade and not result["complete"]:
+        source = run.head["regraded_from"]["path"]
+        print(f"{source} is not complete: finish it with "
+              f"{command_hint('--resume', source)}, then regrade it again.")
     print(f"Record: {run.out}")
     for name, label in (("junit", "JUnit report"), ("summary_md", "Markdown summary"),
                         ("html", "Evidence page")):
-        if run.reports[name] is not None:
+        if name in written:
             print(f"{label}: {run.reports[name]}")
-    return written
+    return written == wanted
 
 
 def main(argv=None):
@@ -1447,6 +1483,11 @@ def main(argv=None):
     except FileExistsError:
         return fail(f"{run.out} already exists; choose a new --out path "
                     "(nothing was sent, the file is untouched)")
+    except BrokenPipeError:  # e.g. piped into `head`: say so where it can be read
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return fail(f"standard output was closed, so the run stopped; {len(run.rows)} of "
+                    f"{len(run.entries)} rows are saved in {run.out}; finish it with: "
+                    f"{command_hint('--resume', run.out)}")
     except OSError as exc:
         if run.started:
             raise  # a save failed mid-run: the last complete checkpoint is kept
@@ -1461,9 +1502,11 @@ def start_lines(run, args):
     if run.demo:
         print("DEMO: a simulated API on 127.0.0.1 answers for two fictional "
               "models; every answer below is synthetic.")
-    if run.rows:
-        print(f"{'Re-checked' if args.regrade else 'Resuming'} {run.out}: "
-              f"{len(run.rows)} of {len(run.entries)} rows kept, "
+    if run.regrade:
+        print(f"Re-checked {len(run.rows)} saved rows of {args.regrade} with this checker; "
+              "nothing is sent.")
+    elif run.rows:
+        print(f"Resuming {run.out}: {len(run.rows)} of {len(run.entries)} rows kept, "
               f"{len(run.entries) - len(run.rows)} to send.")
 
 

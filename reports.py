@@ -17,6 +17,8 @@ SUITES_NAME = "agent regression runner"  # marks a JUnit file as ours: only ours
 HTML_MARK = '<meta name="generator" content="agent regression runner">'  # likewise for pages
 MARKS = {"junit": f'<testsuites name="{SUITES_NAME}"'.encode(), "html": HTML_MARK.encode()}
 MARK_BYTES = 4096  # where a report's mark must appear
+NOT_MARKDOWN = {".py", ".json", ".xml", ".html", ".htm", ".toml", ".yml", ".yaml", ".txt",
+                ".csv", ".js", ".sh"}  # a Markdown summary is never appended to these
 # Characters that could corrupt a view or hide text: C0/C1 controls (an ANSI
 # \x1b, a NUL: invalid XML, terminal escapes), zero-width and bidi overrides
 # (Trojan Source), line separators, and lone surrogates (not even UTF-8).
@@ -217,6 +219,8 @@ def output_problem(path, kind):
     if kind == "markdown":
         if start.lstrip()[:1] in (b"{", b"[", b"<"):
             return "it holds JSON or XML, not Markdown; name another file"
+        if os.path.splitext(path)[1].lower() in NOT_MARKDOWN:
+            return "it is named like code or data, not Markdown; name another file"
         return None
     if MARKS[kind] not in start:
         return f"it exists and is not a {kind_name(kind)} written by this tool; name a new file"

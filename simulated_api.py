@@ -10,7 +10,7 @@ listens on anything but loopback.
     python simulated_api.py --port 8765 --cases examples/cases.json   # until Ctrl+C
     PERPLEXITY_BASE_URL=http://127.0.0.1:8765 PERPLEXITY_API_KEY=x python regression.py
 
-It imports nothing of the project: whoever starts it passes the cases it
+It never imports the runner: whoever starts it passes the cases it
 recognises (examples/cases.json holds the built-in four).
 
 Behaviour lives in a state dict (server.state, or the one given to
@@ -30,6 +30,8 @@ import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import record  # only to read a --cases file the way the runner does
 
 RESPONSE_FIELDS = {  # what the live API accepts; anything else is a 400
     "background", "effort", "input", "instructions", "language_preference",
@@ -255,8 +257,11 @@ def main(argv=None):
                         help="models that advise retrying the timed-out payment "
                         "(default: offline/hasty)")
     args = parser.parse_args(argv)
-    with open(args.cases, encoding="utf-8") as handle:
-        cases = json.load(handle)
+    try:
+        with open(args.cases, encoding="utf-8") as handle:
+            cases = record.validate_cases(json.load(handle), args.cases)
+    except (OSError, ValueError) as exc:
+        parser.error(f"--cases: {exc}; give a JSON file of cases like examples/cases.json")
     server = start(cases, unsafe_models=args.unsafe, port=args.port)
     print(f"simulated Agent API on {server.url} (Ctrl+C to stop)")
     try:

@@ -49,6 +49,9 @@ class BadInputTest(unittest.TestCase):
             ("repeats 11", ["--repeats", "11"], key, "--repeats"),
             ("repeats not a number", ["--repeats", "x"], key, "--repeats"),
             ("unknown flag", ["--fast"], key, "unrecognized"),
+            ("empty model", ["--models", ""], key, "not a model name"),
+            ("chat prefix alone", ["--models", "chat:"], key, "not a model name"),
+            ("model with a newline", ["--models", "a\nb"], key, "not a model name"),
         ]
         for name, args, env, words in table:
             with self.subTest(name):
@@ -167,6 +170,19 @@ class SignalsAndResumeTest(unittest.TestCase):
         record = read_json(self.out)
         self.assertEqual(len(record["runs"]), 24)
         self.assertTrue(record["summary"]["complete"])
+
+    def test_a_closed_output_pipe_is_one_line_exit_2_and_a_resume_hint(self):
+        self.server.state["latency"] = 0.05
+        process = popen("regression.py", "--out", self.out, "--repeats", "3", env=self.env)
+        process.stdout.readline()  # the first row, then the reader goes away
+        process.stdout.close()
+        stderr = process.stderr.read()
+        process.wait(timeout=60)
+        self.assertEqual(process.returncode, 2)
+        self.assertEqual(len(stderr.splitlines()), 1, stderr)
+        self.assertIn("standard output was closed", stderr)
+        self.assertIn(f"--resume {self.out}", stderr)
+        self.assertGreaterEqual(len(read_json(self.out)["runs"]), 1)
 
     def test_sigint_exits_130_with_the_record_saved(self):
         self.server.state["latency"] = 0.2

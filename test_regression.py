@@ -1139,6 +1139,7 @@ class TrustTest(Harness):
             ("--junit", pom, "not a JUnit report"),
             ("--junit", empty, "not a JUnit report"),
             ("--summary-md", record_path, "JSON or XML"),
+            ("--summary-md", self.write("notes.py", "print(1)\n"), "named like code"),
             ("--html", page, "not a report page"),
             ("--html", self.path("no/page.html"), "does not exist"),
         ]
@@ -1175,14 +1176,28 @@ class TrustTest(Harness):
                 os.rmdir(folder)
 
         self.before_request = lose_the_folder
-        code, _, errors = self.main("--junit", junit)
+        code, output, errors = self.main("--junit", junit)
         self.assertEqual(code, 2)
         self.assertIn("cannot write the report", errors)
+        self.assertNotIn("JUnit report:", output)  # never announced when not written
         self.before_request = None
         os.mkdir(folder)
         code, _, _ = quiet(regression.main, hinted_args(errors, "write the reports again with: "))
         self.assertEqual(code, 0)
         self.assertEqual(len(ET.parse(junit).getroot().findall("testsuite/testcase")), 8)
+
+    def test_a_refused_request_says_to_start_a_new_run_not_to_resume(self):
+        self.state["faults"] = [simulated_api.error(400, "unknown model")]
+        code, _, errors = self.main()
+        self.assertEqual(code, 2)
+        self.assertIn("start a new run with --out", errors)
+        self.assertNotIn("--resume", errors)
+
+    def test_resume_keeps_the_record_budget_unless_a_new_one_is_given(self):
+        self.state["faults"] = [simulated_api.error(401, "bad key")]
+        self.main("--max-cost", "5")
+        self.main("--resume", self.out, out=False)
+        self.assertEqual(self.record()["execution"]["max_cost"], "5")
 
     def test_the_missing_key_hint_runs_the_demo(self):
         with mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": ""}):
@@ -1226,7 +1241,9 @@ class InstructionsAndRegradeTest(Harness):
         original = self.record()
         new = self.path("regraded.json")
         strict = lambda case, raw, text: ["wrong_code"] if case["id"] == "rate-limit" else []
-        with mock.patch.object(regression, "check", strict), \
+        no_client = mock.patch.object(regression, "Perplexity",
+                                      side_effect=AssertionError("a regrade needs no client"))
+        with mock.patch.object(regression, "check", strict), no_client, \
                 mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": ""}):
             code, output, _ = self.main("--regrade", self.out, "--out", new, out=False)
         self.assertEqual(code, 1)
