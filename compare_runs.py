@@ -50,6 +50,7 @@ if sys.version_info < (3, 11):
     raise SystemExit(2)
 
 import argparse
+import contextlib
 import datetime
 import difflib
 import math
@@ -207,13 +208,13 @@ def config_problem(before, after, switches, paths):
             return hint + (f", e.g. {example}" if fits else "")
         differing = [key for key in differing if key != "instructions"]
         if differing:
-            return (f"configs differ in {', '.join(differing)}; only instructions may change "
-                    "between compared runs")
+            return (f"configs differ in {', '.join(map(shown, differing))}; only "
+                    "instructions may change between compared runs")
         return None
     differing = [key for key in differing if key not in SWITCHABLE]
     if differing:
-        return (f"configs differ in {', '.join(differing)}; with --switch only models, "
-                "instructions and chat_request may change")
+        return (f"configs differ in {', '.join(map(shown, differing))}; with --switch "
+                "only models, instructions and chat_request may change")
     for old_model, new_model in switches:
         for model, which, config in ((old_model, "BEFORE", old), (new_model, "AFTER", new)):
             if model not in config["models"]:
@@ -520,7 +521,7 @@ def run(args):
     except ValueError as exc:
         say(f"NOT_COMPARABLE: {one_line(exc)}")
     except ReportError as exc:
-        print(f"compare_runs.py: {one_line(exc)}; no verdict", file=sys.stderr)
+        complain(f"compare_runs.py: {one_line(exc)}; no verdict")
     return 2
 
 
@@ -536,9 +537,17 @@ def silence_stdout():
     os.close(null)
 
 
+def complain(line):
+    """One line on stderr, if stderr can still be written: the exit code says the rest."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def main(argv=None):
     if sys.stdout is None:  # started with standard output closed (>&-)
-        print("compare_runs.py: standard output is closed; no verdict", file=sys.stderr)
+        complain("compare_runs.py: standard output is closed; no verdict")
         return 2
     try:
         code = run(parse_args(argv))
@@ -549,15 +558,15 @@ def main(argv=None):
         return code
     except OutputFailed as exc:
         silence_stdout()
-        print(f"compare_runs.py: cannot write the output ({one_line(exc)}); no verdict",
-              file=sys.stderr)
+        complain(f"compare_runs.py: cannot write the output ({one_line(exc)}); no verdict")
         return 2
     except Exception as exc:  # noqa: BLE001 - a bug must read as "no verdict", never as 1
         import traceback
 
-        traceback.print_exc()
-        print(f"compare_runs.py: internal error: {type(exc).__name__}: {one_line(exc)}; "
-              "please report it with the traceback above", file=sys.stderr)
+        with contextlib.suppress(OSError, ValueError):
+            traceback.print_exc()
+        complain(f"compare_runs.py: internal error: {type(exc).__name__}: {one_line(exc)}; "
+                 "please report it with the traceback above")
         return 2
 
 

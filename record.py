@@ -30,14 +30,17 @@ import stat
 from decimal import Decimal, InvalidOperation
 
 MAX_REPEATS = 10  # a run is an observation; more repeats cost money, not truth
-MAX_RECORD_BYTES = 256 << 20  # a 2,400-row run is ~27 MB; far larger is not a record
+MAX_RECORD_BYTES = 1 << 30  # a 2,400-row run is ~27 MB; far larger is not a record
+FULL_RECORD_BYTES = 256 << 20  # a run starts no request past this size, so its record
+                               # (plus the rows in flight) stays readable
 READ_TRIES = 5  # re-reads of a record that a running save keeps changing
 ACTIONS = ("wait_then_retry", "refresh_precondition", "verify_outcome")
 CASE_FIELDS = ("id", "expected", "rfc", "action", "question")
 CASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # safe in lines, XML, Markdown
 STATUS = re.compile(r"[1-5][0-9][0-9]|unknown")
 RFC_NAME = re.compile(r"rfc[1-9][0-9]{0,4}")
-MAX_COST_EXPONENT = 12  # |adjusted exponent| of a cost: no request costs 1e12 USD
+MAX_COST_EXPONENT = 400  # |adjusted exponent| of a cost: past any float the API can send
+MAX_SECONDS = 1e9  # seconds in a row: 30 years; larger is tampering
 MAX_NAME = 200  # characters of a model name: longer is not a name but a payload
 HIDDEN_NAME = 32  # characters of the record's name kept in its hidden files' names
 
@@ -133,7 +136,11 @@ def cost_problem(cost):
 
 
 def number(value):
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    """An int or a finite float, at most MAX_SECONDS (a huge int must not overflow later)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return abs(value) <= MAX_SECONDS if isinstance(value, int) else (
+        math.isfinite(value) and abs(value) <= MAX_SECONDS)
 
 
 ROW_TYPES = [  # field, test, what it must be; absent optional fields read as None
@@ -142,7 +149,7 @@ ROW_TYPES = [  # field, test, what it must be; absent optional fields read as No
     ("answer_text", lambda v: v is None or isinstance(v, str), "null or a string"),
     ("response", lambda v: v is None or isinstance(v, dict), "null or an object"),
     ("seconds", lambda v: v is None or (number(v) and v >= 0), "null or a number of seconds"),
-    ("attempts", lambda v: v is None or (type(v) is int and v >= 0), "null or a count"),
+    ("attempts", lambda v: v is None or (type(v) is int and 0 <= v <= 1000), "null or a count"),
     ("waited_seconds", lambda v: v is None or (number(v) and v >= 0), "null or seconds"),
     ("error_message", lambda v: v is None or isinstance(v, str), "null or a string"),
 ]
@@ -287,7 +294,12 @@ def hidden_stem(path):
 
 
 def take_lock(path):
-    """An exclusive lock on the record's lock file, or RecordBusy at once."""
+    """(lock file, fd): an exclusive lock on the record at path, or RecordBusy at once.
+
+    Whoever reads a record to rewrite it takes this first, so no other writer
+    can change it between the read and the write. release_lock() gives it back.
+    """
+    path = os.path.realpath(path)
     lock_path = hidden_stem(path) + ".lock"
     while True:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -305,11 +317,19 @@ def take_lock(path):
         os.close(fd)
 
 
+def release_lock(lock):
+    lock_path, fd = lock
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(lock_path)  # while still held: a waiter then retakes a fresh one
+    os.close(fd)
+
+
 class RecordFile:
     """One record on disk, saved atomically after every row at a cost linear in its size."""
 
     def __init__(self, path, head):
         self.path = os.path.realpath(path)  # a link is followed, never replaced
+        self.size = 0  # bytes of the record at its last save
         self.head = ("{\n" + ",\n".join(f"{dumps(k)}: {dumps(v)}" for k, v in head.items())
                      + ',\n"runs": [').encode()
         self.prefix = []  # serialised rows 0..n-1, each with its separator
@@ -319,14 +339,16 @@ class RecordFile:
         self.lock = None
 
     @classmethod
-    def create(cls, path, head, tail, rows=(), replace=False):
+    def create(cls, path, head, tail, rows=(), replace=False, lock=None):
         """Start the record at path holding rows [(index, row)]; exclusive unless replace.
 
-        FileExistsError when path exists and replace is False; RecordBusy when
-        another run holds it. Nothing at path is changed by a refusal.
+        lock: the record's lock, taken already (a resume takes it before it
+        reads the record); else it is taken here. FileExistsError when path
+        exists and replace is False; RecordBusy when another run holds it.
+        Nothing at path is changed by a refusal.
         """
         self = cls(path, head)
-        self.lock = take_lock(self.path)
+        self.lock = lock or take_lock(self.path)
         try:
             for stale in glob.glob(glob.escape(hidden_stem(self.path)) + ".slot*"):
                 os.unlink(stale)  # left by a killed run: we hold the lock
@@ -380,10 +402,7 @@ class RecordFile:
                 os.unlink(slot["path"])
         self.slots = []
         if self.lock is not None:
-            lock_path, fd = self.lock
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(lock_path)
-            os.close(fd)
+            release_lock(self.lock)
             self.lock = None
 
     def new_slot(self, number):
@@ -409,6 +428,7 @@ class RecordFile:
         write_all(slot["fd"], data, slot["offset"])
         os.ftruncate(slot["fd"], slot["offset"] + len(data))
         os.fsync(slot["fd"])
+        self.size = slot["offset"] + len(data)
         slot["rows"], slot["offset"] = len(self.prefix), slot["offset"] + len(fresh)
 
     def link_over(self, source):

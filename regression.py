@@ -203,6 +203,7 @@ BACKOFF_CAP = 30.0  # seconds
 PAUSE_SLICE = 0.2  # seconds between looks at a stop while a 429 pause runs
 MESSAGE_LIMIT = 500  # characters of an API error message kept in a row
 MIN_SECRET_LENGTH = 8  # shorter "keys" would redact ordinary words in evidence
+ESCAPED = re.compile(r"\\u([0-9a-fA-F]{4})|\\/")  # JSON escapes a key could hide behind
 MAX_INSTRUCTIONS_BYTES = 64 << 10  # an instructions file is a page of rules, not a book
 DEMO_MODELS = ["offline/careful", "offline/hasty"]  # fictional on purpose
 DEMO_KEY = "offline-demo-key"  # the simulated API accepts any key
@@ -554,7 +555,7 @@ def backoff_seconds(attempt, rng=random):
 def secret_patterns(secrets):
     """Case-insensitive patterns for each secret long enough to redact, raw or JSON-escaped."""
     patterns = []
-    for secret in secrets:
+    for secret in (secret.strip() for secret in secrets):
         if len(secret) >= MIN_SECRET_LENGTH:
             forms = {secret, json.dumps(secret)[1:-1]}
             patterns.append(re.compile("|".join(re.escape(f) for f in forms), re.IGNORECASE))
@@ -575,10 +576,25 @@ def redact(text, secrets):
     return re.sub(r"(?i)pplx-[A-Za-z0-9_\-]+", "[REDACTED]", text)
 
 
+def plainly(text):
+    """text with JSON escapes of plain characters (\\u0070, \\/) written out, so
+    that a key spelled with escapes is found; other escapes stay as they are."""
+    return ESCAPED.sub(plain_escape, text)
+
+
+def plain_escape(match):
+    if match.group(1) is None:
+        return "/"
+    char = chr(int(match.group(1), 16))
+    return char if char.isalnum() or char in "-_.:" else match.group()
+
+
 def clean(value, patterns):
     """value as standard JSON data without any secret: strings redacted one by one
     (so the JSON around them can never break), NaN and Infinity spelled as strings."""
     if isinstance(value, str):
+        if patterns and "\\" in value and any(p.search(plainly(value)) for p in patterns):
+            value = plainly(value)  # a key in escapes: a reader would decode it
         for pattern in patterns:
             value = pattern.sub("[REDACTED]", value)
         return value
@@ -588,8 +604,8 @@ def clean(value, patterns):
         return [clean(item, patterns) for item in value]
     if isinstance(value, float) and not math.isfinite(value):
         return str(value).replace("inf", "Infinity").replace("nan", "NaN")
-    if isinstance(value, int) and not isinstance(value, bool) and patterns:
-        return value if clean(str(value), patterns) == str(value) else "[REDACTED]"
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and patterns:
+        return value if clean(repr(value), patterns) == repr(value) else "[REDACTED]"
     return value
 
 
@@ -653,9 +669,13 @@ def kept_rows(saved_rows, entries, cases):
     for key, row in saved_rows.items():
         if row.get("error"):
             continue
+        where = " ".join(map(str, key))
+        if "execution_error" in row["reasons"] or not isinstance(row.get("response"), dict):
+            raise ValueError(f"the saved row {where} has a verdict but no error and no saved "
+                             "response to check it against: start a new run")
         again = regraded(row, by_id[key[1]])
         if (again["reasons"], again["cost_usd"]) != (row["reasons"], row["cost_usd"]):
-            raise ValueError(f"the saved verdict of {' '.join(map(str, key))} does not "
+            raise ValueError(f"the saved verdict of {where} does not "
                              f"match its saved response ({row['reasons']} saved, "
                              f"{again['reasons']} now); it was edited or made by "
                              "another checker: start a new run")
@@ -802,11 +822,17 @@ def call_with_deadline(call, seconds):
 
 
 class Pause:
-    """A 429 holds every new start of the run until its wait is over."""
+    """A 429 holds every new start of the run until its wait is over; a stop ends
+    every wait at once (a retry is then not sent)."""
 
     def __init__(self):
         self.lock = threading.Lock()
         self.until = 0.0  # time.monotonic() before which nothing starts
+        self.stopped = threading.Event()
+
+    def sleep(self, seconds):
+        """Wait seconds; True, at once, if the run is told to stop meanwhile."""
+        return self.stopped.wait(seconds)
 
     def hold(self, seconds):
         with self.lock:
@@ -865,9 +891,11 @@ class RetryingClient:
             seconds = backoff_seconds(self.attempts)
         if status == 429:  # the account is limited: hold every new start
             self.pause.hold(seconds)
-        print(f"waiting {seconds:.1f}s: the API answered {status} for {self.label} "
-              f"(attempt {self.attempts} of {self.retries + 1})", file=sys.stderr, flush=True)
-        time.sleep(seconds)
+        warn(f"waiting {seconds:.1f}s: the API answered {status} for {self.label} "
+             f"(attempt {self.attempts} of {self.retries + 1})")
+        if self.pause.sleep(seconds):  # stopping: the API did not process it, nothing lost
+            self.error_message = f"{error_message(exc, self.secrets)} (not retried: stopping)"
+            raise exc
         self.waited_seconds += seconds
 
 
@@ -887,7 +915,8 @@ def send_one(client, entry, *, retries, pause, secrets, instructions):
         row.update(error="AgentRunFailed", reasons=["execution_error"], passed=False)
         message = redact(failed, secrets)[:MESSAGE_LIMIT]
     elif row["error"] and message is None:
-        message = ("the API answered without a JSON object" if row["response"] is None
+        message = ("the API answered, but its answer could not be read as a JSON object "
+                   "(not an object, or nested too deeply)" if row["response"] is None
                    and sender.answered else f"{row['error']} raised while checking the answer")
     row.update(attempts=sender.attempts, waited_seconds=round(sender.waited_seconds, 3),
                error_message=message if row["error"] else None)
@@ -909,9 +938,10 @@ class Plan:
         self.results = queue.Queue()
 
     def stop(self, why):
-        """Start nothing new; True the first time only."""
+        """Start nothing new, send no retry; True the first time only."""
         first = self.stopped is None
         self.stopped = self.stopped or why
+        self.pause.stopped.set()
         return first
 
     def work(self, index, entry):
@@ -974,10 +1004,9 @@ class Interrupts:
             raise Terminated() if number == signal.SIGTERM else KeyboardInterrupt()
         self.signal = number
         self.plan.stop("interrupted")
-        print(f"Stopping: no new request starts; waiting for {self.plan.in_flight} in "
-              "flight to finish and be saved (a second Ctrl+C or SIGTERM stops now; "
-              "answers still in flight are then lost).",
-              file=sys.stderr, flush=True)
+        warn(f"Stopping: no new request starts; waiting for {self.plan.in_flight} in "
+             "flight to finish and be saved (a second Ctrl+C or SIGTERM stops now; "
+             "answers still in flight are then lost).")
 
     def raise_if_interrupted(self):
         if self.signal is not None:
@@ -1058,10 +1087,9 @@ def write_reports(run, rows, result):
             write(path, text)
             written.add(name)
         except OSError as exc:
-            print(f"regression.py: error: cannot write the report {path}: "
-                  f"{exc.strerror or exc}; the record {run.out} is saved; fix it, then "
-                  f"write the reports again with: {command_hint('--resume', run.out)}",
-                  file=sys.stderr)
+            warn(f"regression.py: error: cannot write the report {path}: "
+                 f"{exc.strerror or exc}; the record {run.out} is saved; fix it, then "
+                 f"write the reports again with: {command_hint('--resume', run.out)}")
     return written
 
 
@@ -1077,8 +1105,16 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+def warn(text):
+    """A line on stderr, if stderr can still be written: a full disk or a closed
+    stream must not turn into a crash (or an exit code other than the one meant)."""
+    with contextlib.suppress(OSError, ValueError):
+        print(text, file=sys.stderr, flush=True)
+
+
 def fail(message):
-    print(f"regression.py: error: {message}", file=sys.stderr)
+    """One line on stderr and exit code 2."""
+    warn(f"regression.py: error: {message}")
     return 2
 
 
@@ -1189,7 +1225,9 @@ class Run:
     replace: bool = False  # resume: the record at out is rewritten in place
     demo: str = None
     regrade: bool = False  # re-checks saved responses: sends nothing
+    lock: tuple = None  # a resume's lock on the record, taken before reading it
     started: bool = False  # the record exists on disk
+    output_error: str = None  # why standard output failed mid-run
 
     def __post_init__(self):
         self.entries = run_order(self.models, self.cases, self.repeats)
@@ -1219,7 +1257,9 @@ def execution_of(args, previous=None):
              **{name: getattr(args, name) for name in REPORTS}}
     execution = {"jobs": args.jobs, "retries": args.retries}
     for name, value in given.items():
-        kept = previous.get(name)
+        # A Markdown summary is appended to, so a path read from a file is never
+        # reused (and $GITHUB_STEP_SUMMARY is another file in every step).
+        kept = previous.get(name) if name != "summary_md" else None
         execution[name] = value if value is not None else (
             kept if isinstance(kept, str) else None)
     if execution["max_cost"] is not None:
@@ -1332,14 +1372,25 @@ def prepare(args):
         run = new_run(args, secrets)
     else:
         verb, source = ("resume", args.resume) if args.resume else ("regrade", args.regrade)
+        lock = None
         try:
+            if args.resume:  # before the read: no other writer may change it after
+                lock = record.take_lock(source)
             run = (resume_run if args.resume else regrade_run)(args, source, secrets)
-        except ValueError as exc:
+        except (ValueError, record.RecordBusy) as exc:
+            if lock is not None:
+                record.release_lock(lock)
             raise ValueError(f"cannot {verb} {source}: {exc}") from None
+        run.lock = lock
         if args.regrade is not None and os.path.lexists(run.out):
             raise ValueError(f"{run.out} already exists; choose a new --out path "
                              "(nothing was written)")
-    check_outputs(run.out, run.reports)
+    try:
+        check_outputs(run.out, run.reports)
+    except ValueError:
+        if run.lock is not None:
+            record.release_lock(run.lock)
+        raise
     return run
 
 
@@ -1380,7 +1431,8 @@ def saved_record(run):
     if run.demo is not None:
         os.makedirs(run.demo)
     saved = record.RecordFile.create(run.out, run.head, run.tail(),
-                                     rows=sorted(run.rows.items()), replace=run.replace)
+                                     rows=sorted(run.rows.items()), replace=run.replace,
+                                     lock=run.lock)
     run.started = True
     try:
         yield saved
@@ -1395,20 +1447,43 @@ def take_row(run, plan, saved, index, row, started):
     """Keep one finished row: save it, print its line, decide whether to go on."""
     if row["cost_usd"] is None and not row["error"] and not run.execution.get("warned_cost"):
         run.execution["warned_cost"] = True
-        print("warning: a row has no reported cost; --max-cost and the running "
-              "total count only reported costs", file=sys.stderr)
+        warn("warning: a row has no reported cost; --max-cost and the running "
+             "total count only reported costs")
     run.rows[index] = row
     run.tally.add(row)
     saved.add(index, row)
     saved.save(run.tail())
     total, known = run.tally.spent()
-    print(f"[{saved.saved}/{len(run.entries)}] {row_line(row)} | "
-          f"{time.monotonic() - started:.1f}s elapsed, "
-          f"{'' if known else 'at least '}${total} so far", flush=True)
+    say(run, plan, f"[{saved.saved}/{len(run.entries)}] {row_line(row)} | "
+                   f"{time.monotonic() - started:.1f}s elapsed, "
+                   f"{'' if known else 'at least '}${total} so far")
+    if saved.size > record.FULL_RECORD_BYTES and plan.stop("size"):
+        warn(f"Stopped: {run.out} passed {record.FULL_RECORD_BYTES >> 20} MiB, about the "
+             "most a reader takes in one piece; no new request starts. Run the rest as a "
+             "new run with fewer repeats or models.")
     if row["error"] and plan.stop("error"):
-        print(f"Stopped after an execution error; the record is in {run.out}. "
-              f"{next_step(row, run.out)}", file=sys.stderr, flush=True)
+        warn(f"Stopped after an execution error; the record is in {run.out}. "
+             f"{next_step(row, run.out)}")
     within_budget(run, plan)
+
+
+def say(run, plan, line):
+    """Print a row's line. If standard output is gone (a closed pipe, a full disk)
+    start nothing new, but keep saving the answers in flight: they are paid for."""
+    try:
+        print(line, flush=True)
+    except OSError as exc:
+        silence(sys.stdout)
+        run.output_error = exc.strerror or str(exc)
+        plan.stop("output")
+
+
+def silence(stream):
+    """Point a standard stream at /dev/null, so no later write or flush fails."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, stream.fileno())
+        os.close(null)
 
 
 def within_budget(run, plan):
@@ -1420,9 +1495,9 @@ def within_budget(run, plan):
     if plan.stop("budget"):
         run.execution["stopped_for_budget"] = True
         raised = str(Decimal(limit) * 2)
-        print(f"Stopped: the reported cost ${total} reached --max-cost ${limit}; no new "
-              f"request starts. To go on with a larger budget: "
-              f"{command_hint('--resume', run.out, '--max-cost', raised)}", file=sys.stderr)
+        warn(f"Stopped: the reported cost ${total} reached --max-cost ${limit}; no new "
+             f"request starts. To go on with a larger budget: "
+             f"{command_hint('--resume', run.out, '--max-cost', raised)}")
     return False
 
 
@@ -1437,8 +1512,8 @@ def finish(run, interrupted):
     if interrupted:
         hint = ("run the demo again" if run.demo else
                 f"finish it with: {command_hint('--resume', run.out)}")
-        print(f"Interrupted: {len(run.rows)} of {len(run.entries)} rows are saved in "
-              f"{run.out}; {hint}", file=sys.stderr)
+        warn(f"Interrupted: {len(run.rows)} of {len(run.entries)} rows are saved in "
+             f"{run.out}; {hint}")
         return written == wanted
     if run.repeats > 1:
         print("\n".join(pass_rate_lines(result)))
@@ -1483,16 +1558,21 @@ def main(argv=None):
     except FileExistsError:
         return fail(f"{run.out} already exists; choose a new --out path "
                     "(nothing was sent, the file is untouched)")
-    except BrokenPipeError:  # e.g. piped into `head`: say so where it can be read
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return fail(f"standard output was closed, so the run stopped; {len(run.rows)} of "
-                    f"{len(run.entries)} rows are saved in {run.out}; finish it with: "
-                    f"{command_hint('--resume', run.out)}")
+    except BrokenPipeError:  # e.g. piped into `head` while the record is opened
+        silence(sys.stdout)
+        run.output_error = "the pipe was closed"
     except OSError as exc:
         if run.started:
             raise  # a save failed mid-run: the last complete checkpoint is kept
         return fail(f"cannot write {run.out}: {exc.strerror or exc}; nothing was sent, "
                     "choose a writable --out path")
+    finally:
+        if run.lock is not None and not run.started:
+            record.release_lock(run.lock)  # refused before the record was opened
+    if run.output_error is not None:
+        return fail(f"standard output failed ({run.output_error}), so the run stopped; "
+                    f"{len(run.rows)} of {len(run.entries)} rows are saved in {run.out}; "
+                    f"finish it with: {command_hint('--resume', run.out)}")
     if not finish(run, interrupted=False):
         return 2
     return run.tally.summary()["exit_code"]
@@ -1512,7 +1592,8 @@ def start_lines(run, args):
 
 def crash_exit(exc):
     """Exit 2, never 1, for a failure nobody planned for; the traceback is for a bug report."""
-    traceback.print_exc()
+    with contextlib.suppress(OSError, ValueError):
+        traceback.print_exc()
     return fail(f"internal error: {type(exc).__name__}: {redact(str(exc), [os.environ.get('PERPLEXITY_API_KEY', '')])[:300]}; "
                 "no verdict. The record, if one was started, is saved; please report this "
                 "with the traceback above")
@@ -1533,4 +1614,9 @@ if __name__ == "__main__":
                          "complete checkpoint is kept, free space and use --resume")
     except Exception as exc:  # noqa: BLE001 - exit 1 must only ever mean "a check failed"
         exit_code = crash_exit(exc)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:  # a last flush into a full or closed stream must not change the code
+            silence(stream)
     raise SystemExit(exit_code)

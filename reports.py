@@ -7,10 +7,12 @@ it on disk. The record (results.json) stays the evidence: these are views.
     compare_runs.py before.json after.json --summary-md "$GITHUB_STEP_SUMMARY"
 """
 
+import contextlib
 import os
 import re
 import stat
 import statistics
+import tempfile
 import xml.etree.ElementTree as ET
 
 SUITES_NAME = "agent regression runner"  # marks a JUnit file as ours: only ours is replaced
@@ -23,7 +25,8 @@ NOT_MARKDOWN = {".py", ".json", ".xml", ".html", ".htm", ".toml", ".yml", ".yaml
 # \x1b, a NUL: invalid XML, terminal escapes), zero-width and bidi overrides
 # (Trojan Source), line separators, and lone surrogates (not even UTF-8).
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e"
-                     "\u2060-\u2069\ufeff\ud800-\udfff]")
+                     "\u2060-\u2069\ufeff\ud800-\udfff\ufffe\uffff]")
+MARKDOWN_ACTIVE = re.compile(r"([\\|<\[\]!`])")  # would start a link, an image, HTML, code
 
 # --------------------------------------------------------------------------
 # Pure: rows in, text out.
@@ -95,8 +98,9 @@ def junit_xml(rows, plan, models):
 
 
 def cell(text):
-    """Text safe inside a Markdown table cell."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """Text safe inside a Markdown table cell or a line: no control characters, no
+    link, image or HTML (GitHub renders those in a step summary), one line."""
+    return MARKDOWN_ACTIVE.sub(r"\\\1", visible(str(text).replace("\n", " ")))
 
 
 def table(header, rows):
@@ -139,8 +143,8 @@ def run_markdown(title, result, rows, cases, verdict):
             line.append(text)
         grid.append(line)
     return "\n\n".join([
-        f"## {title}",
-        f"**{verdict}**",
+        f"## {cell(title)}",
+        f"**{cell(verdict)}**",
         table(["model", "passed", "qualified", "reported cost", "median s"], totals),
         table(["case", *models], grid),
     ]) + "\n\n"
@@ -175,8 +179,8 @@ def compare_markdown(title, items, cautions):
          item["case_id"], side(item["before"]), side(item["after"]), p_text(item["p_value"])]
         for item in items if item["label"] != "PASS"
     ]
-    parts = [f"## {title}", count_table]
-    parts += [f"> {caution}" for caution in cautions]
+    parts = [f"## {cell(title)}", count_table]
+    parts += [f"> {cell(caution)}" for caution in cautions]
     if listed:
         parts.append(table(["label", "model", "case", "before", "after", "p (rate fell)"],
                            listed))
@@ -232,13 +236,23 @@ def kind_name(kind):
 
 
 def write_replacing(path, text):
-    """Write a report atomically, replacing an earlier report at path."""
-    temp = f"{path}.{os.getpid()}.tmp"
-    with open(temp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, path)
+    """Write a report atomically, replacing an earlier report at path.
+
+    The temporary file has a short name of its own, so any name that fits in
+    its folder can be written.
+    """
+    fd, temp = tempfile.mkstemp(prefix=".report-", suffix=".tmp",
+                                dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
 
 
 def append(path, text):

@@ -180,9 +180,31 @@ class SignalsAndResumeTest(unittest.TestCase):
         process.wait(timeout=60)
         self.assertEqual(process.returncode, 2)
         self.assertEqual(len(stderr.splitlines()), 1, stderr)
-        self.assertIn("standard output was closed", stderr)
+        self.assertIn("standard output failed (Broken pipe)", stderr)
         self.assertIn(f"--resume {self.out}", stderr)
         self.assertGreaterEqual(len(read_json(self.out)["runs"]), 1)
+
+    def test_a_closed_pipe_with_jobs_still_saves_every_answer_in_flight(self):
+        self.server.state["latency"] = 0.3
+        process = popen("regression.py", "--out", self.out, "--repeats", "3", "--jobs", "8",
+                        env=self.env)
+        process.stdout.readline()
+        process.stdout.close()
+        stderr = process.stderr.read()
+        process.wait(timeout=60)
+        self.assertEqual(process.returncode, 2, stderr)
+        self.assertIn("standard output failed", stderr)
+        self.assertEqual(len(read_json(self.out)["runs"]), len(self.server.state["requests"]))
+
+    def test_output_streams_on_a_full_disk_still_exit_2(self):
+        with open(self.out, "w", encoding="utf-8") as handle:
+            handle.write("{}")  # an existing --out: a refusal that must be told
+        for script, args in (("regression.py", ["--out", self.out]),
+                             ("compare_runs.py", [self.out, self.out])):
+            with self.subTest(script), open("/dev/full", "w") as full:
+                result = subprocess.run([sys.executable, os.path.join(HERE, script), *args],
+                                        stdout=full, stderr=full, env=self.env, timeout=60)
+                self.assertEqual(result.returncode, 2)
 
     def test_sigint_exits_130_with_the_record_saved(self):
         self.server.state["latency"] = 0.2

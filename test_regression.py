@@ -668,8 +668,8 @@ class RetryTest(unittest.TestCase):
     def setUp(self):
         self.state = simulated_api.new_state(regression.CASES, unsafe_models=())
         self.raise_in_transport = None
-        sleep = mock.patch.object(regression.time, "sleep")
-        self.sleep = sleep.start()
+        sleep = mock.patch.object(regression.Pause, "sleep", return_value=False)
+        self.sleep = sleep.start()  # waits are counted, not slept
         self.addCleanup(sleep.stop)
 
     def client(self):
@@ -999,7 +999,17 @@ class TrustTest(Harness):
         self.assertEqual(code, 2)
         row = self.record()["runs"][0]
         self.assertEqual(row["reasons"], ["execution_error"])
-        self.assertIn("without a JSON object", row["error_message"])
+        self.assertIn("could not be read as a JSON object", row["error_message"])
+
+    def test_a_stop_ends_a_retry_wait_at_once_and_sends_no_retry(self):
+        self.state["faults"] = [simulated_api.error(429, "slow", [("Retry-After", "100")])]
+        pause = regression.Pause()  # its sleep is real here: the stop must end it
+        pause.stopped.set()  # the run was told to stop
+        sender = regression.RetryingClient(simulated_api.sdk_client(self.state, api_key=KEY, max_retries=0), 2, pause, [KEY], "m rate-limit")
+        row, _, _ = quiet(regression.run_one, sender, regression.CASES[0], "m")
+        self.assertEqual((row["error_status"], sender.attempts), (429, 1))
+        self.assertIn("not retried: stopping", sender.error_message)
+        self.assertEqual(len(self.state["requests"]), 1)
 
     def test_a_request_past_its_total_deadline_is_an_execution_error(self):
         release = threading.Event()
@@ -1013,21 +1023,26 @@ class TrustTest(Harness):
         self.assertIn("no complete answer within 0.2 s", row["error_message"])
         self.assertIn("DeadlineExceeded", output)
 
-    def key_in_every_answer(self, key):
+    def key_in_every_answer(self, key, escaped=0):
+        """The key in every answer's sources; its first `escaped` characters as
+        JSON \\u escapes, which any JSON reader decodes back to the key."""
         original = simulated_api.answer_for
+        spelled = "".join(f"\\u{ord(char):04x}" for char in key[:escaped]) + key[escaped:]
 
         def echoing(case, model, unsafe):
             answer = json.loads(original(case, model, unsafe))
             answer["source_urls"].append(f"https://example.com/?k={key}")
-            return json.dumps(answer)
+            return json.dumps(answer).replace(key, spelled)
 
         return mock.patch.object(simulated_api, "answer_for", echoing)
 
-    def test_the_key_echoed_in_any_case_reaches_no_view(self):
+    def test_the_key_echoed_in_any_form_reaches_no_view(self):
         paths = {"--junit": self.path("j.xml"), "--summary-md": self.path("s.md"),
                  "--html": self.path("page.html")}
-        for name, echoed in (("as sent", KEY), ("upper case", KEY.upper())):
-            with self.subTest(name), self.key_in_every_answer(echoed):
+        for name, echoed, escaped in (("as sent", KEY, 0), ("upper case", KEY.upper(), 0),
+                                      ("in JSON escapes", KEY, len(KEY)),
+                                      ("partly escaped", KEY.upper(), 3)):
+            with self.subTest(name), self.key_in_every_answer(echoed, escaped):
                 for path in [self.out, *paths.values()]:
                     if os.path.exists(path):
                         os.remove(path)
@@ -1036,13 +1051,22 @@ class TrustTest(Harness):
                 for where, text in [("record", read_text(self.out)), ("stdout", output),
                                     ("stderr", errors),
                                     *[(flag, read_text(path)) for flag, path in paths.items()]]:
-                    self.assertNotIn(KEY.lower(), text.lower(), where)
+                    decoded = regression.plainly(text.replace("\\\\", "\\")).lower()
+                    self.assertTrue(KEY.lower() not in decoded, f"the key is in {where}")
                 self.assertIn("[REDACTED]", read_text(self.out))
 
     def test_an_all_digit_key_leaves_the_record_valid_json(self):
         key = "12345678901234"
-        with mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": key}), \
-                self.key_in_every_answer(key):
+        original = simulated_api.agent_response
+
+        def with_numbers(*args):
+            response = original(*args)
+            response["usage"].update(input_tokens=int(key), total_tokens=float(key) + 0.5)
+            return response
+
+        with mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": " " + key}), \
+                self.key_in_every_answer(key), \
+                mock.patch.object(simulated_api, "agent_response", with_numbers):
             self.main()
         text = read_text(self.out)
         json.loads(text)
@@ -1068,7 +1092,7 @@ class TrustTest(Harness):
 
     def test_control_characters_in_an_answer_are_escaped_in_every_view(self):
         original = simulated_api.answer_for
-        hostile = "\x1b[2J\x00<b>\x07"
+        hostile = "\x1b[2J\x00<b>\x07\ufffe\uffff"
         with mock.patch.object(simulated_api, "answer_for",
                                lambda *args: original(*args) + hostile):
             code, output, _ = self.main("--junit", self.path("j.xml"))
@@ -1104,6 +1128,42 @@ class TrustTest(Harness):
                          (INCIDENT["question"], "Advise, never execute.\n"))
         self.assertEqual(self.record()["config"]["instructions"], "Advise, never execute.\n")
 
+    def test_resume_refuses_a_verdict_without_evidence(self):
+        self.main()
+        saved = self.record()
+        table = [("no response", dict(response=None, reasons=["wrong_next_action"],
+                                      passed=False)),
+                 ("an empty error", dict(error="", reasons=["execution_error"], passed=False))]
+        for name, change in table:
+            with self.subTest(name):
+                edited = json.loads(json.dumps(saved))
+                edited["runs"][0].update(change)
+                edited["runs"].pop()  # something left to resume
+                path = self.write(f"{name}.json", json.dumps(edited))
+                sent = len(self.state["requests"])
+                code, _, errors = self.main("--resume", path, out=False)
+                self.assertEqual(code, 2)
+                self.assertIn("no saved response", errors)
+                self.assertEqual(len(self.state["requests"]), sent)
+
+    def test_resume_takes_the_lock_before_it_reads_the_record(self):
+        self.state["faults"] = [simulated_api.error(401, "bad key")]
+        self.main()
+        real_read = regression.record.read_record
+        held = []
+
+        def read_while_checking_the_lock(path):
+            try:  # another writer trying now must be refused
+                regression.record.release_lock(regression.record.take_lock(path))
+                held.append(False)
+            except regression.record.RecordBusy:
+                held.append(True)
+            return real_read(path)
+
+        with mock.patch.object(regression.record, "read_record", read_while_checking_the_lock):
+            code, _, _ = self.main("--resume", self.out, out=False)
+        self.assertEqual((code, held), (0, [True]))
+
     def test_resume_refuses_a_row_edited_to_pass(self):
         self.state["unsafe_models"] = {regression.MODELS[0]}
         self.state["faults"] = [None] * 0
@@ -1122,10 +1182,28 @@ class TrustTest(Harness):
         self.state["faults"] = [simulated_api.error(401, "bad key")]
         self.main("--junit", self.path("j.xml"), "--summary-md", self.path("s.md"))
         self.assertIn("<skipped", read_text(self.path("j.xml")))
+        before = read_text(self.path("s.md"))
         code, _, _ = self.main("--resume", self.out, out=False)
         self.assertEqual(code, 0)
         self.assertNotIn("<skipped", read_text(self.path("j.xml")))
-        self.assertIn("QUALIFIED", read_text(self.path("s.md")))
+        # A path that is appended to is never taken from a file: only when given.
+        self.assertEqual(read_text(self.path("s.md")), before)
+        self.assertIsNone(self.record()["execution"]["summary_md"])
+
+    def test_a_report_name_as_long_as_its_folder_allows_is_written(self):
+        page = self.path("p" * 245 + ".html")
+        code, _, errors = self.main("--html", page)
+        self.assertEqual(code, 0, errors)
+        self.assertIn("<!DOCTYPE html>", read_text(page))
+
+    def test_markdown_views_make_no_link_image_or_html_from_a_model_name(self):
+        model = "<img src=x onerror=alert(1)>![x](https://example.com/t.png)"
+        code, output, _ = self.main("--models", model, "--summary-md", self.path("s.md"))
+        self.assertEqual(code, 0, output)
+        text = read_text(self.path("s.md"))
+        self.assertNotRegex(text, r"(?<!\\)<img")  # a \< shows as text, starts no tag
+        self.assertNotRegex(text, r"(?<!\\)!(?<!\\)\[x")
+        self.assertIn("\\<img", text)
 
     def test_every_output_path_is_checked_before_the_first_request(self):
         record_path = self.write("old.json", '{"runs": []}')
