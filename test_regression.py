@@ -1190,6 +1190,15 @@ class TrustTest(Harness):
         self.assertEqual(read_text(self.path("s.md")), before)
         self.assertIsNone(self.record()["execution"]["summary_md"])
 
+    def test_a_record_past_its_size_limit_starts_no_new_request(self):
+        with mock.patch.object(regression.record, "FULL_RECORD_BYTES", 20_000):
+            code, _, errors = self.main("--repeats", "3")
+        self.assertEqual(code, 2)
+        self.assertIn("no new request starts", errors)
+        saved = len(self.record()["runs"])
+        self.assertEqual(saved, len(self.state["requests"]))
+        self.assertLess(saved, 24)
+
     def test_a_report_name_as_long_as_its_folder_allows_is_written(self):
         page = self.path("p" * 245 + ".html")
         code, _, errors = self.main("--html", page)
