@@ -63,15 +63,14 @@ import shlex
 # regression (and with it the SDK and httpx) by --demo and --html, reports by
 # --summary-md and --html, traceback by an internal error.
 import record
+from vocabulary import LABELS, Parser, p_text
 
-LABELS = ("NEW_FAILURE", "RECOVERED", "PASS", "STILL_FAILING")  # SPEC A6, in this order
 COUNT_WORDS = ("new failure", "recovered", "pass", "still failing")  # LABELS in the count line
 SWITCHABLE = {"instructions", "models", "chat_request"}  # config keys --switch lets differ
 DEMO_MODEL = "offline/model"  # plainly fictional: no model is called
 SHOWN_CHARS = 80  # longest value from a record printed as it is; longer is "(unreadable)"
 MESSAGE_CHARS = 500  # longest reason printed: a hostile record may name anything at length
 MAX_DIFF_LINES = 10_000  # instruction lines counted by difflib, whose cost grows quadratically
-SMALL_P = 0.001  # p-values below this are printed in exponent form, never as 0.000
 
 # --------------------------------------------------------------------------
 # Pure: safe text, labels, pass rates.
@@ -124,10 +123,6 @@ def fisher_drop(before_good, before_runs, after_good, after_runs):
     return ways / math.comb(total, before_runs)
 
 
-def p_text(p_value):
-    return f"{p_value:.3f}" if p_value >= SMALL_P else f"{p_value:.1e}"
-
-
 def model_name(item):
     old, new = item["before_model"], item["after_model"]
     return old if old == new else f"{old}->{new}"
@@ -136,7 +131,7 @@ def model_name(item):
 def item_line(item, repeats):
     """The printed line of one compared (model, case)."""
     old, new = item["before"], item["after"]
-    if repeats == 1:  # the SPEC A6 line, exactly as print() wrote it
+    if repeats == 1:  # the one-repeat line, exactly as print() has always written it
         return (f"{item['label']} {model_name(item)} {item['case_id']} {old[0]['repeat']} "
                 f"before= {old[0]['reasons']} after= {new[0]['reasons']}")
     good = [sum(row["passed"] for row in rows) for rows in (old, new)]
@@ -188,7 +183,7 @@ def finish_hint(problem, path):
 
 
 def index(run):
-    """Rows keyed by (model, case id, repeat); ValueError for anything malformed (SPEC A6)."""
+    """Rows keyed by (model, case id, repeat); ValueError for anything malformed."""
     return record.validate_record(run, complete=True, errors=False)
 
 
@@ -384,7 +379,7 @@ def write_views(before, after, result, heading, summary_md=None, html=None):
 
 
 def compare(before, after, switches=(), paths=None, summary_md=None, html=None):
-    """Print the comparison of two records; 1 if any NEW_FAILURE, else 0 (SPEC A6).
+    """Print the comparison of two records; 1 if any NEW_FAILURE, else 0.
 
     ValueError (nothing printed) when they cannot be compared; ReportError
     when a view cannot be written.
@@ -441,13 +436,6 @@ def demo(folder, summary_md=None, html=None):
         f"({one_line(paths[0], 200)}, {one_line(paths[1], 200)})"
         + (f"; compare them again with: {again}" if again else ""))
     return compare(before, after, paths=paths, summary_md=summary_md, html=html)
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with one-line usage errors, as CI logs read best; --help shows the usage."""
-
-    def error(self, message):
-        self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
 
 
 def same_file(first, second):

@@ -22,6 +22,7 @@ import math
 import urllib.parse
 
 import reports  # the one set of control characters, and the mark of our pages
+from vocabulary import BY_CONCERN as LABELS  # changes first
 
 SNIPPET_CHARS = 300  # characters of a search snippet shown before "full text"
 MAX_SHOWN_CHARS = 20_000  # characters of one value on the page; the record keeps all
@@ -29,7 +30,6 @@ MAX_RESULTS_SHOWN = 50  # search results listed per row; the API returns at most
 MAX_URL_CHARS = 2_048  # longer "URLs" are shown as text, never made links
 GENERAL_RFC = "rfc9110"  # the RFC every case may cite besides its own
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
-LABELS = ("NEW_FAILURE", "RECOVERED", "STILL_FAILING", "PASS")  # order on the page
 CITATION_REASONS = {"missing_or_duplicate_sources", "citation_not_in_search_results",
                     "citation_not_approved", "primary_reference_missing"}
 REASONS = {

@@ -68,6 +68,7 @@ except ModuleNotFoundError as missing:
 
 import record
 import reports
+from vocabulary import Parser
 from record import ACTIONS, MAX_REPEATS
 
 # --------------------------------------------------------------------------
@@ -963,7 +964,7 @@ class Plan:
                 index, entry = self.todo[position]
                 position, self.in_flight = position + 1, self.in_flight + 1
                 if self.jobs == 1:
-                    self.work(index, entry)  # in this thread, as the published design runs
+                    self.work(index, entry)  # in this thread: the default, one at a time
                 else:
                     threading.Thread(target=self.work, args=(index, entry), daemon=True).start()
             if not self.in_flight:
@@ -1096,13 +1097,6 @@ def write_reports(run, rows, result):
 # --------------------------------------------------------------------------
 # Part 4: the command line.
 # --------------------------------------------------------------------------
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with one-line usage errors, as CI logs read best; --help keeps the usage."""
-
-    def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 def warn(text):

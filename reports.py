@@ -15,6 +15,8 @@ import statistics
 import tempfile
 import xml.etree.ElementTree as ET
 
+from vocabulary import BY_CONCERN, p_text
+
 SUITES_NAME = "agent regression runner"  # marks a JUnit file as ours: only ours is replaced
 HTML_MARK = '<meta name="generator" content="agent regression runner">'  # likewise for pages
 MARKS = {"junit": f'<testsuites name="{SUITES_NAME}"'.encode(), "html": HTML_MARK.encode()}
@@ -163,15 +165,9 @@ def compare_markdown(title, items, cautions):
         text = pass_rate(sum(1 for row in rows if row["passed"]), len(rows))
         return text + (": " + ", ".join(reasons) if reasons else "")
 
-    def p_text(p_value):  # as compare_runs prints it: never a misleading 0.000
-        if p_value is None:
-            return "-"
-        return f"{p_value:.3f}" if p_value >= 0.001 else f"{p_value:.1e}"
-
-    labels = ("NEW_FAILURE", "RECOVERED", "STILL_FAILING", "PASS")
     count_table = table(["label", "cases"],
                         [[name, sum(1 for item in items if item["label"] == name)]
-                         for name in labels])
+                         for name in BY_CONCERN])
     listed = [
         [item["label"],
          item["before_model"] if item["before_model"] == item["after_model"]

@@ -1,4 +1,4 @@
-"""compare_runs.py (SPEC A6, B4-B6): refusals, labels, pass rates, switches, cautions,
+"""compare_runs.py: refusals, labels, pass rates, switches, cautions,
 views, the demo, the command line and hostile files. Offline.
 
 Records are built row by row here (repeats numbered from 0), not through the SDK.
@@ -144,7 +144,7 @@ class IndexTest(unittest.TestCase):
 
 
 # --------------------------------------------------------------------------
-# One repeat: the SPEC A6 lines, then the count line.
+# One repeat: one line per (model, case, repeat), then the count line.
 # --------------------------------------------------------------------------
 
 

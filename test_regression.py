@@ -1,5 +1,5 @@
 """The runner in-process: checker, cost, summary, requests, main, concurrency,
-retries, resume, case files, budgets and the trust rules (SPEC A1-A5, A7, B).
+retries, resume, case files, budgets and the trust rules.
 
 Everything runs offline through the real SDK over httpx.MockTransport.
 """
