@@ -25,6 +25,7 @@ from perplexity import Perplexity
 from perplexity.generated.api import ApiChatCompletionsRequestInput
 
 import regression
+import sending
 import simulated_api
 from testing import KEY, Harness, cli, quiet, read_json, read_text
 
@@ -627,14 +628,14 @@ class PureTest(unittest.TestCase):
         ]
         for name, value, expected in table:
             with self.subTest(name):
-                self.assertEqual(regression.retry_after_seconds(value, self.now), expected)
+                self.assertEqual(sending.retry_after_seconds(value, self.now), expected)
 
     def test_backoff_is_bounded_and_jittered(self):
         rng = random.Random(7)
         for attempt in range(1, 12):
-            ceiling = min(regression.BACKOFF_CAP, regression.BACKOFF_BASE * 2 ** (attempt - 1))
+            ceiling = min(sending.BACKOFF_CAP, sending.BACKOFF_BASE * 2 ** (attempt - 1))
             with self.subTest(attempt=attempt):
-                wait = regression.backoff_seconds(attempt, rng)
+                wait = sending.backoff_seconds(attempt, rng)
                 self.assertTrue(ceiling / 2 <= wait <= ceiling, wait)
 
     def test_redact(self):
@@ -647,7 +648,7 @@ class PureTest(unittest.TestCase):
         ]
         for name, text, secrets, expected in table:
             with self.subTest(name):
-                self.assertEqual(regression.redact(text, secrets), expected)
+                self.assertEqual(sending.redact(text, secrets), expected)
 
     def test_error_message_prefers_the_api_words_and_is_bounded(self):
         request = httpx.Request("POST", "http://127.0.0.1/v1/responses")
@@ -655,11 +656,11 @@ class PureTest(unittest.TestCase):
         from perplexity import BadRequestError
         exc = BadRequestError("Error code: 400", response=response,
                               body={"error": {"message": "x" * 900 + KEY}})
-        message = regression.error_message(exc, [KEY])
+        message = sending.error_message(exc, [KEY])
         self.assertEqual(message, "x" * 500)
         exc = BadRequestError("Error code: 400", response=response,
                               body={"error": {"message": 'json: unknown field "X"'}})
-        self.assertEqual(regression.error_message(exc, [KEY]), 'json: unknown field "X"')
+        self.assertEqual(sending.error_message(exc, [KEY]), 'json: unknown field "X"')
 
 
 class RetryTest(unittest.TestCase):
@@ -668,7 +669,7 @@ class RetryTest(unittest.TestCase):
     def setUp(self):
         self.state = simulated_api.new_state(regression.CASES, unsafe_models=())
         self.raise_in_transport = None
-        sleep = mock.patch.object(regression.Pause, "sleep", return_value=False)
+        sleep = mock.patch.object(sending.Pause, "sleep", return_value=False)
         self.sleep = sleep.start()  # waits are counted, not slept
         self.addCleanup(sleep.stop)
 
@@ -680,8 +681,8 @@ class RetryTest(unittest.TestCase):
         return simulated_api.sdk_client(self.state, before_request, api_key=KEY, max_retries=0)
 
     def send(self, retries=2):
-        pause = regression.Pause()
-        sender = regression.RetryingClient(self.client(), retries, pause, [KEY], "m rate-limit")
+        pause = sending.Pause()
+        sender = sending.RetryingClient(self.client(), retries, pause, [KEY], "m rate-limit", 180)
         row, _, self.stderr = quiet(regression.run_one, sender, regression.CASES[0], "m")
         return row, sender, pause
 
@@ -704,7 +705,7 @@ class RetryTest(unittest.TestCase):
 
     def test_without_retry_after_the_wait_is_backoff(self):
         self.state["faults"] = [simulated_api.error(503, "busy")]
-        with mock.patch.object(regression, "backoff_seconds", return_value=0.75) as backoff:
+        with mock.patch.object(sending, "backoff_seconds", return_value=0.75) as backoff:
             row, stats, _ = self.send()
         self.assertTrue(row["passed"])
         backoff.assert_called_once_with(1)
@@ -1003,9 +1004,10 @@ class TrustTest(Harness):
 
     def test_a_stop_ends_a_retry_wait_at_once_and_sends_no_retry(self):
         self.state["faults"] = [simulated_api.error(429, "slow", [("Retry-After", "100")])]
-        pause = regression.Pause()  # its sleep is real here: the stop must end it
+        pause = sending.Pause()  # its sleep is real here: the stop must end it
         pause.stopped.set()  # the run was told to stop
-        sender = regression.RetryingClient(simulated_api.sdk_client(self.state, api_key=KEY, max_retries=0), 2, pause, [KEY], "m rate-limit")
+        client = simulated_api.sdk_client(self.state, api_key=KEY, max_retries=0)
+        sender = sending.RetryingClient(client, 2, pause, [KEY], "m rate-limit", 180)
         row, _, _ = quiet(regression.run_one, sender, regression.CASES[0], "m")
         self.assertEqual((row["error_status"], sender.attempts), (429, 1))
         self.assertIn("not retried: stopping", sender.error_message)
@@ -1051,7 +1053,7 @@ class TrustTest(Harness):
                 for where, text in [("record", read_text(self.out)), ("stdout", output),
                                     ("stderr", errors),
                                     *[(flag, read_text(path)) for flag, path in paths.items()]]:
-                    decoded = regression.plainly(text.replace("\\\\", "\\")).lower()
+                    decoded = sending.plainly(text.replace("\\\\", "\\")).lower()
                     self.assertTrue(KEY.lower() not in decoded, f"the key is in {where}")
                 self.assertIn("[REDACTED]", read_text(self.out))
 

@@ -1,0 +1,371 @@
+"""Requests over the wire: one with its retries and deadline, many as a plan.
+
+The runner (regression.py) builds each row with run_one through a
+RetryingClient, runs its plan of rows with Plan, and stops it with
+Interrupts; everything that comes back is made clean here, once:
+
+    sender = RetryingClient(client, retries, pause, secrets, label, deadline)
+    row = clean(row, secret_patterns(secrets))   # no key in any view, standard JSON
+    for index, row in Plan(todo, jobs, send, pause).finished(): ...
+
+Only the API's own 429 and 503 are retried: after a timeout or a dropped
+connection a request may have been processed and billed, the same rule the
+advisor is tested on. It imports nothing of the project.
+"""
+
+import contextlib
+import email.utils
+import functools
+import json
+import math
+import queue
+import random
+import re
+import signal
+import sys
+import threading
+import time
+import types
+from datetime import datetime, timezone
+
+RETRY_STATUSES = (429, 503)  # the API said it did not process the request
+MAX_RETRY_WAIT = 120  # seconds; a longer Retry-After is waited out at this cap
+BACKOFF_BASE = 1.0  # seconds before the first retry without Retry-After, doubling
+BACKOFF_CAP = 30.0  # seconds
+PAUSE_SLICE = 0.2  # seconds between looks at a stop while a 429 pause runs
+MESSAGE_LIMIT = 500  # characters of an API error message kept in a row
+MIN_SECRET_LENGTH = 8  # shorter "keys" would redact ordinary words in evidence
+ESCAPED = re.compile(r"\\u([0-9a-fA-F]{4})|\\/")  # JSON escapes a key could hide behind
+
+# --------------------------------------------------------------------------
+# Pure: retry waits and redaction.
+# --------------------------------------------------------------------------
+
+
+def retry_after_seconds(value, now):
+    """Seconds to wait from a Retry-After header (seconds or HTTP-date), capped.
+
+    None for anything unreadable (a superscript digit, a 5,000-digit number):
+    the caller then backs off as if the header were absent.
+    """
+    if not isinstance(value, str) or not value.strip():
+        return None
+    value = value.strip()
+    if re.fullmatch(r"[0-9]{1,9}", value):
+        return float(min(int(value), MAX_RETRY_WAIT))
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, OverflowError, IndexError):
+        return None
+    if when is None or when.tzinfo is None:
+        return None
+    return min(max((when - now).total_seconds(), 0.0), float(MAX_RETRY_WAIT))
+
+
+def backoff_seconds(attempt, rng=random):
+    """Bounded exponential backoff with jitter, for a 429/503 without Retry-After."""
+    ceiling = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** min(attempt - 1, 30))
+    return ceiling / 2 + rng.uniform(0, ceiling / 2)
+
+
+def secret_patterns(secrets):
+    """Case-insensitive patterns for each secret long enough to redact, raw or JSON-escaped."""
+    patterns = []
+    for secret in (secret.strip() for secret in secrets):
+        if len(secret) >= MIN_SECRET_LENGTH:
+            forms = {secret, json.dumps(secret)[1:-1]}
+            patterns.append(re.compile("|".join(re.escape(f) for f in forms), re.IGNORECASE))
+    return patterns
+
+
+def redact_key(text, secrets):
+    """text with every occurrence of a secret, in any case, replaced."""
+    for pattern in secret_patterns(secrets):
+        text = pattern.sub("[REDACTED]", text)
+    return text
+
+
+def redact(text, secrets):
+    """text without the API key or anything shaped like a bearer token or key."""
+    text = redact_key(text, secrets)
+    text = re.sub(r"(?i)(bearer\s+)[^\s'\",;}\]]+", r"\1[REDACTED]", text)
+    return re.sub(r"(?i)pplx-[A-Za-z0-9_\-]+", "[REDACTED]", text)
+
+
+def plainly(text):
+    """text with JSON escapes of plain characters (\\u0070, \\/) written out, so
+    that a key spelled with escapes is found; other escapes stay as they are."""
+    return ESCAPED.sub(plain_escape, text)
+
+
+def plain_escape(match):
+    if match.group(1) is None:
+        return "/"
+    char = chr(int(match.group(1), 16))
+    return char if char.isalnum() or char in "-_.:" else match.group()
+
+
+def clean(value, patterns):
+    """value as standard JSON data without any secret: strings redacted one by one
+    (so the JSON around them can never break), NaN and Infinity spelled as strings."""
+    if isinstance(value, str):
+        if patterns and "\\" in value and any(p.search(plainly(value)) for p in patterns):
+            value = plainly(value)  # a key in escapes: a reader would decode it
+        for pattern in patterns:
+            value = pattern.sub("[REDACTED]", value)
+        return value
+    if isinstance(value, dict):
+        return {clean(str(k), patterns): clean(v, patterns) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(item, patterns) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value).replace("inf", "Infinity").replace("nan", "NaN")
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and patterns:
+        return value if clean(repr(value), patterns) == repr(value) else "[REDACTED]"
+    return value
+
+
+def error_message(exc, secrets):
+    """The API's own words for a failed request, redacted and bounded."""
+    body = getattr(exc, "body", None)
+    message = body.get("error") if isinstance(body, dict) else None
+    if isinstance(message, dict):
+        message = message.get("message")
+    if not isinstance(message, str) or not message:
+        message = str(exc) or type(exc).__name__
+    return redact(message, secrets)[:MESSAGE_LIMIT]
+
+
+# --------------------------------------------------------------------------
+# I/O: one request within its deadline, the plan of many, stopping them.
+# --------------------------------------------------------------------------
+
+
+def warn(text):
+    """A line on stderr, if stderr can still be written: a full disk or a closed
+    stream must not turn into a crash (or an exit code other than the one meant)."""
+    with contextlib.suppress(OSError, ValueError):
+        print(text, file=sys.stderr, flush=True)
+
+
+class DeadlineExceeded(Exception):
+    """A request got no complete answer within its deadline, in total."""
+
+
+class Helpers:
+    """Daemon threads that run requests for call_with_deadline, reused from one
+    request to the next: starting a thread per request costs about a
+    millisecond. A request abandoned at its deadline keeps its thread busy."""
+
+    def __init__(self):
+        self.tasks = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        self.idle = 0  # threads waiting for a task
+
+    def run(self, call, outcome):
+        with self.lock:
+            if self.idle:
+                self.idle -= 1
+            else:
+                threading.Thread(target=self.serve, daemon=True).start()
+        self.tasks.put((call, outcome))
+
+    def serve(self):
+        while True:
+            call, outcome = self.tasks.get()
+            try:
+                outcome.put((True, call()))
+            except BaseException as exc:  # Ctrl+C inside a request: re-raised by the caller
+                outcome.put((False, exc))
+            with self.lock:
+                self.idle += 1
+
+
+HELPERS = Helpers()
+
+
+def call_with_deadline(call, seconds):
+    """call() in a helper thread, given up after `seconds` in total.
+
+    The SDK's timeout bounds each wait for a byte, not the request: a server
+    sending a byte a second holds it forever. A request past the deadline is
+    abandoned (its thread ends with the process); it may still be billed.
+    """
+    outcome = queue.Queue(maxsize=1)
+    HELPERS.run(call, outcome)
+    try:
+        succeeded, value = outcome.get(timeout=seconds)
+    except queue.Empty:
+        raise DeadlineExceeded(f"no complete answer within {seconds} s; it may still "
+                               "have been processed and billed") from None
+    if succeeded:
+        return value
+    raise value
+
+
+class Pause:
+    """A 429 holds every new start of the run until its wait is over; a stop ends
+    every wait at once (a retry is then not sent)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.until = 0.0  # time.monotonic() before which nothing starts
+        self.stopped = threading.Event()
+
+    def sleep(self, seconds):
+        """Wait seconds; True, at once, if the run is told to stop meanwhile."""
+        return self.stopped.wait(seconds)
+
+    def hold(self, seconds):
+        with self.lock:
+            self.until = max(self.until, time.monotonic() + seconds)
+
+    def remaining(self):
+        return self.until - time.monotonic()
+
+
+class RetryingClient:
+    """The SDK client's two create calls for one row, waiting out the API's own
+    429 and 503 at most `retries` times, each attempt within the deadline.
+
+    Nothing else is retried: after a timeout or a dropped connection the
+    request may have been processed and billed (the verify_outcome rule). It
+    counts the row's attempts and waits and keeps the API's redacted message.
+    """
+
+    def __init__(self, client, retries, pause, secrets, label, deadline):
+        self.client, self.retries, self.pause = client, retries, pause
+        self.secrets, self.label, self.deadline = secrets, label, deadline
+        self.attempts, self.waited_seconds = 0, 0.0
+        self.error_message, self.answered = None, False
+        self.responses = types.SimpleNamespace(create=self.create_response)
+        self.chat = types.SimpleNamespace(completions=types.SimpleNamespace(
+            create=self.create_chat))
+
+    def create_response(self, **request):
+        return self.retrying("responses", request)
+
+    def create_chat(self, **request):
+        return self.retrying("chat", request)
+
+    def retrying(self, api, request):
+        while True:
+            self.attempts += 1
+            # Looked up per call, so a client without a chat API still serves Agent models.
+            create = (self.client.responses.create if api == "responses"
+                      else self.client.chat.completions.create)
+            try:
+                response = call_with_deadline(functools.partial(create, **request),
+                                              self.deadline)
+                self.answered = True
+                return response
+            except Exception as exc:
+                status = getattr(exc, "status_code", None)
+                if status not in RETRY_STATUSES or self.attempts > self.retries:
+                    self.error_message = error_message(exc, self.secrets)
+                    raise
+                self.wait(exc, status)
+
+    def wait(self, exc, status):
+        headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+        seconds = retry_after_seconds(headers.get("retry-after"), datetime.now(timezone.utc))
+        if seconds is None:
+            seconds = backoff_seconds(self.attempts)
+        if status == 429:  # the account is limited: hold every new start
+            self.pause.hold(seconds)
+        warn(f"waiting {seconds:.1f}s: the API answered {status} for {self.label} "
+             f"(attempt {self.attempts} of {self.retries + 1})")
+        if self.pause.sleep(seconds):  # stopping: the API did not process it, nothing lost
+            self.error_message = f"{error_message(exc, self.secrets)} (not retried: stopping)"
+            raise exc
+        self.waited_seconds += seconds
+
+
+class Plan:
+    """The requests still to send, at most `jobs` in flight, in finishing order.
+
+    finished() yields (plan index, row) as requests finish; stop(why) starts
+    nothing new, and the requests already in flight still finish and are
+    yielded. No request starts while the 429 pause runs.
+    """
+
+    def __init__(self, todo, jobs, send, pause):
+        self.todo, self.jobs, self.send, self.pause = todo, jobs, send, pause
+        self.stopped = None  # why nothing new starts: "error", "budget", "interrupted"
+        self.in_flight = 0
+        self.results = queue.Queue()
+
+    def stop(self, why):
+        """Start nothing new, send no retry; True the first time only."""
+        first = self.stopped is None
+        self.stopped = self.stopped or why
+        self.pause.stopped.set()
+        return first
+
+    def work(self, index, entry):
+        try:
+            self.results.put((index, self.send(entry)))
+        except BaseException as exc:  # Ctrl+C inside a request: re-raised below
+            self.results.put((index, exc))
+
+    def finished(self):
+        position = 0
+        while True:
+            while self.stopped is None and self.in_flight < self.jobs and position < len(self.todo):
+                wait = self.pause.remaining()
+                if wait > 0 and self.in_flight:
+                    break  # collect finished rows while the pause runs out
+                if wait > 0:
+                    time.sleep(min(wait, PAUSE_SLICE))  # then look at a stop again
+                    continue
+                index, entry = self.todo[position]
+                position, self.in_flight = position + 1, self.in_flight + 1
+                if self.jobs == 1:
+                    self.work(index, entry)  # in this thread: the default, one at a time
+                else:
+                    threading.Thread(target=self.work, args=(index, entry), daemon=True).start()
+            if not self.in_flight:
+                return
+            try:
+                index, row = self.results.get(timeout=PAUSE_SLICE)
+            except queue.Empty:
+                continue
+            self.in_flight -= 1
+            if isinstance(row, BaseException):
+                raise row
+            yield index, row
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (how CI cancels a job), handled exactly like Ctrl+C."""
+
+
+class Interrupts:
+    """The first Ctrl+C or SIGTERM stops new starts and lets requests in flight
+    finish and be saved; a second one stops at once."""
+
+    def __init__(self, plan):
+        self.plan, self.signal, self.previous = plan, None, {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for number in (signal.SIGINT, signal.SIGTERM):
+                self.previous[number] = signal.signal(number, self.handle)
+        return self
+
+    def __exit__(self, *exc_info):
+        for number, handler in self.previous.items():
+            signal.signal(number, handler)
+
+    def handle(self, number, frame):
+        if self.signal is not None:
+            raise Terminated() if number == signal.SIGTERM else KeyboardInterrupt()
+        self.signal = number
+        self.plan.stop("interrupted")
+        warn(f"Stopping: no new request starts; waiting for {self.plan.in_flight} in "
+             "flight to finish and be saved (a second Ctrl+C or SIGTERM stops now; "
+             "answers still in flight are then lost).")
+
+    def raise_if_interrupted(self):
+        if self.signal is not None:
+            raise Terminated() if self.signal == signal.SIGTERM else KeyboardInterrupt()
