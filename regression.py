@@ -1180,8 +1180,8 @@ def finish(run, interrupted):
     print(verdict_line(result))
     if run.regrade and not result["complete"]:
         source = run.head["regraded_from"]["path"]
-        print(f"{source} is not complete: finish it with "
-              f"{command_hint('--resume', source)}, then regrade it again.")
+        print(f"{source} is not complete; regrade it again once it is finished with: "
+              f"{command_hint('--resume', source)}")
     print(f"Record: {run.out}")
     for name, label in (("junit", "JUnit report"), ("summary_md", "Markdown summary"),
                         ("html", "Evidence page")):

@@ -183,6 +183,11 @@ class SignalsAndResumeTest(unittest.TestCase):
         self.assertIn("standard output failed (Broken pipe)", stderr)
         self.assertIn(f"--resume {self.out}", stderr)
         self.assertGreaterEqual(len(read_json(self.out)["runs"]), 1)
+        hint = stderr.rsplit("finish it with: ", 1)[1].strip()
+        finished = subprocess.run(hint, shell=True, env=self.env, capture_output=True,
+                                  text=True, timeout=120)  # exactly as printed
+        self.assertEqual(finished.returncode, 0, finished.stderr)
+        self.assertEqual(len(read_json(self.out)["runs"]), 24)
 
     def test_a_closed_pipe_with_jobs_still_saves_every_answer_in_flight(self):
         self.server.state["latency"] = 0.3

@@ -1348,6 +1348,16 @@ class InstructionsAndRegradeTest(Harness):
                          [r["response"] for r in original["runs"]])
         self.assertTrue(output.splitlines()[-1].startswith("Record: "))
 
+    def test_regrading_an_unfinished_record_names_the_command_that_finishes_it(self):
+        self.state["faults"] = [simulated_api.error(401, "bad key")]
+        self.main()
+        code, output, _ = self.main("--regrade", self.out, "--out", self.path("g.json"),
+                                    out=False)
+        self.assertEqual(code, 2)
+        code, _, errors = quiet(regression.main, hinted_args(output, "finished with: "))
+        self.assertEqual(code, 0, errors)
+        self.assertTrue(self.record()["summary"]["complete"])
+
     def test_regrade_keeps_execution_errors_as_they_were(self):
         self.state["faults"] = [simulated_api.error(401, "bad key")]
         self.main()
