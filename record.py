@@ -173,7 +173,8 @@ def row_problem(row):
     for field, test, wanted in ROW_TYPES:
         if not test(row.get(field)):
             return f"has {field} that is not {wanted}"
-    return cost_problem(row.get("cost_usd")) and f"has {cost_problem(row['cost_usd'])}"
+    problem = cost_problem(row.get("cost_usd"))
+    return problem and f"has {problem}"
 
 
 def validate_record(record, complete=True, errors=False):

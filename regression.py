@@ -887,6 +887,7 @@ class Run:
     lock: tuple = None  # a resume's lock on the record, taken before reading it
     started: bool = False  # the record exists on disk
     output_error: str = None  # why standard output failed mid-run
+    warned_cost: bool = False  # a row without a reported cost was mentioned once
 
     def __post_init__(self):
         self.entries = run_order(self.models, self.cases, self.repeats)
@@ -1104,8 +1105,8 @@ def saved_record(run):
 
 def take_row(run, plan, saved, index, row, started):
     """Keep one finished row: save it, print its line, decide whether to go on."""
-    if row["cost_usd"] is None and not row["error"] and not run.execution.get("warned_cost"):
-        run.execution["warned_cost"] = True
+    if row["cost_usd"] is None and not row["error"] and not run.warned_cost:
+        run.warned_cost = True
         warn("warning: a row has no reported cost; --max-cost and the running "
              "total count only reported costs")
     run.rows[index] = row
@@ -1196,18 +1197,15 @@ def main(argv=None):
         run = prepare(args)
     except ValueError as exc:
         return fail(str(exc))
-    plan = Plan(run.todo(), args.jobs, None, Pause())
+    pause = Pause()
     try:
-        with api_client(run) as client, saved_record(run) as saved, Interrupts(plan) as stops:
-            plan.send = functools.partial(send_one, client, retries=args.retries,
-                                          pause=plan.pause, secrets=run.secrets,
-                                          instructions=run.instructions)
-            start_lines(run, args)
-            started = time.monotonic()
-            if args.regrade is None and within_budget(run, plan):
-                for index, row in plan.finished():
-                    take_row(run, plan, saved, index, row, started)
-            stops.raise_if_interrupted()
+        with api_client(run) as client, saved_record(run) as saved:
+            send = functools.partial(send_one, client, retries=args.retries, pause=pause,
+                                     secrets=run.secrets, instructions=run.instructions)
+            plan = Plan(run.todo(), args.jobs, send, pause)
+            with Interrupts(plan) as stops:
+                run_plan(run, args, plan, saved)
+                stops.raise_if_interrupted()
     except KeyboardInterrupt:
         if run.started:  # saved on the way out; say how to finish it
             finish(run, interrupted=True)
@@ -1235,6 +1233,15 @@ def main(argv=None):
     if not finish(run, interrupted=False):
         return 2
     return run.tally.summary()["exit_code"]
+
+
+def run_plan(run, args, plan, saved):
+    """Send what is still to send, keeping each row as it finishes."""
+    start_lines(run, args)
+    started = time.monotonic()
+    if args.regrade is None and within_budget(run, plan):
+        for index, row in plan.finished():
+            take_row(run, plan, saved, index, row, started)
 
 
 def start_lines(run, args):
