@@ -17,13 +17,22 @@ where P is the one-sided Fisher exact p-value that the pass rate fell (small:
 the drop is unlikely to be chance). LABEL is one of
     NEW_FAILURE    passed every time before, fails at least once now:
                    the change broke an approved decision
+    WORSE          failed some of the time before, fails more often now
     RECOVERED      failed at least once before, passes every time now
+    BETTER         fails less often than before, but still fails
     PASS           passed every time, before and now
-    STILL_FAILING  failed at least once, before and now
-Before these lines: CAUTION lines (the SDK or regression.py changed; BEFORE is
-newer than AFTER) and `instructions changed: +A -R lines`. Last: a count line,
-`compared 8: 1 new failure, 0 recovered, 6 pass, 1 still failing`. The four
-label words appear only on labelled lines.
+    STILL_FAILING  fails as often as before
+(with one repeat only NEW_FAILURE, RECOVERED, PASS and STILL_FAILING occur).
+Any fall of the pass rate is NEW_FAILURE or WORSE: both fail the gate.
+
+Every verdict is derived again from the saved responses by the checker
+(checker.py): a record whose saved verdicts do not follow from its responses
+is refused. First line: the files compared. Then CAUTION lines (the SDK or
+regression.py changed; a record judged by another checker or with answers
+that have no receipt; a model answered by another model; BEFORE is newer
+than AFTER) and `instructions changed: +A -R lines`. Last: a count line,
+`compared 8: 1 new failure, 0 worse, 0 recovered, 0 better, 6 pass, 1 still
+failing`. The label words appear only on labelled lines.
 
 Only `instructions` may differ between the two configs. --switch OLD=NEW (may
 be repeated) judges a model switch instead: OLD's rows in BEFORE against NEW's
@@ -33,8 +42,8 @@ one record, RUN --switch OLD=NEW compares two models of the same run. Such
 lines name the model as OLD->NEW.
 
 Exit codes:
-    0  no new failure
-    1  at least one NEW_FAILURE
+    0  no pass rate fell
+    1  at least one NEW_FAILURE or WORSE
     2  no verdict: NOT_COMPARABLE (a file is missing, unreadable, not JSON,
        malformed, or the runs differ in more than they may), a usage error, an
        output that cannot be written, or an internal error
@@ -57,15 +66,19 @@ import math
 import os
 import re
 import shlex
+import shutil
+from decimal import Decimal
 
-# Only the record's reader: comparing two files must start in about the
-# interpreter's start-up time. So what only some paths need is imported there:
-# regression (and with it the SDK and httpx) by --demo and --html, reports by
-# --summary-md and --html, traceback by an internal error.
+# Only the record's reader and the checker: comparing two files must start in
+# about the interpreter's start-up time, and never loads the SDK. So what only
+# some paths need is imported there: regression (and with it the SDK and httpx)
+# by --demo alone, reports by --summary-md and --html, traceback by an
+# internal error.
+import checker
 import record
-from vocabulary import LABELS, Parser, p_text
+from vocabulary import (BETTER, COUNT_WORDS, GATING, LABELS, NEW_FAILURE, WORSE, Parser, label,
+                        p_text)
 
-COUNT_WORDS = ("new failure", "recovered", "pass", "still failing")  # LABELS in the count line
 SWITCHABLE = {"instructions", "models", "chat_request"}  # config keys --switch lets differ
 DEMO_MODEL = "offline/model"  # plainly fictional: no model is called
 SHOWN_CHARS = 80  # longest value from a record printed as it is; longer is "(unreadable)"
@@ -104,11 +117,11 @@ def natural(case_id):
     return tuple(int(part) if number % 2 else part for number, part in enumerate(parts)), case_id
 
 
-def label(before_passed, after_passed):
-    """The label of one (model, case) from its pass/fail over the repeats."""
-    if all(before_passed):
-        return "PASS" if all(after_passed) else "NEW_FAILURE"
-    return "RECOVERED" if all(after_passed) else "STILL_FAILING"
+def unlabelled(text):
+    """text with any label word in lower case, for lines that carry no label."""
+    for word in LABELS:
+        text = text.replace(word, word.lower())
+    return text
 
 
 def fisher_drop(before_good, before_runs, after_good, after_runs):
@@ -139,12 +152,25 @@ def item_line(item, repeats):
             f"after={good[1]}/{len(new)} p={p_text(item['p_value'])}")
 
 
-def count_line(items):
-    counts = [sum(1 for item in items if item["label"] == name) for name in LABELS]
-    words = [f"{count} {word}" for count, word in zip(counts, COUNT_WORDS)]
-    if counts[0] != 1:
-        words[0] += "s"
+def count_line(items, repeats):
+    """`compared N: ...` with a count of every label that can occur (with one
+    repeat a rate is all or nothing: never WORSE or BETTER)."""
+    shown_labels = [name for name in LABELS if repeats > 1 or name not in (WORSE, BETTER)]
+    counts = {name: sum(1 for item in items if item["label"] == name) for name in LABELS}
+    words = [f"{counts[name]} {COUNT_WORDS[name]}" + ("s" if name == NEW_FAILURE and
+                                                      counts[name] != 1 else "")
+             for name in shown_labels]
     return f"compared {len(items)}: " + ", ".join(words)
+
+
+def files_line(paths, switches):
+    """The first line: which files were compared (label words never appear on it)."""
+    if paths is None:
+        return None
+    names = [unlabelled(one_line(path, 200)) for path in paths]
+    if paths[0] == paths[1] and switches:
+        return f"comparing models of one record: {names[0]}"
+    return f"comparing BEFORE {names[0]} with AFTER {names[1]}"
 
 
 def command(*args, script=None):
@@ -173,12 +199,29 @@ def parse_switch(text):
     return old, new
 
 
-def finish_hint(problem, path):
-    """How to make an unfinished record comparable: the command that finishes it."""
+def finish_hint(problem, path, run):
+    """How to make an unfinished record comparable: the command that finishes it.
+
+    A record stopped by its budget keeps that budget when resumed, so the
+    command raises it by one more budget above what was spent: as printed,
+    it sends the next request.
+    """
     text = str(problem)
     if "execution error" not in text and "missing" not in text:
         return ""
-    hint = command("--resume", path, script="regression.py")
+    if run.get("evidence", "live") != "live":
+        return "; it holds synthetic demo data: make a new demo pair"
+    words = ["--resume", path]
+    execution = run.get("execution") if isinstance(run.get("execution"), dict) else {}
+    budget = spent = None
+    with contextlib.suppress(ArithmeticError, TypeError, ValueError):
+        budget = Decimal(execution["max_cost"]) if execution.get("max_cost") else None
+        spent = sum((Decimal(row["cost_usd"]) for row in run["runs"]
+                     if isinstance(row, dict) and isinstance(row.get("cost_usd"), str)),
+                    Decimal(0))
+    if budget is not None and spent is not None and budget.is_finite():
+        words += ["--max-cost", str(spent + budget)]
+    hint = command(*words, script="regression.py")
     return f"; finish it first with: {hint}" if hint else "; finish it first with --resume"
 
 
@@ -248,6 +291,33 @@ def instructions_line(old, new):
     return f"instructions changed: +{added} -{removed} lines"
 
 
+def answering(rows, model):
+    """The models the responses name as answering for one asked model."""
+    return sorted({row["answered_model"] for key, row in rows.items()
+                   if key[0] == model and row.get("answered_model")})
+
+
+def receipt_cautions(before, after, rows, switches, paths):
+    """CAUTION lines on what the verdicts rest on: the checker that judged each
+    record, answers without receipts, and models answered by other models."""
+    names = [one_line(path, 200) for path in paths] if paths else ["BEFORE", "AFTER"]
+    lines = []
+    for run, side, name in zip((before, after), rows, names):
+        if run is after and after is before:
+            break  # one record compared with itself: said once
+        lines += [f"CAUTION: {note}" for note in record.evidence_notes(run, side, name)]
+    for model in before["config"]["models"]:
+        if model not in after["config"]["models"]:
+            continue  # a switched model: its answering model changes by design
+        old = new = model
+        answered = answering(rows[0], old), answering(rows[1], new)
+        if answered[0] != answered[1]:
+            said = [", ".join(map(shown, names_)) or "(not named)" for names_ in answered]
+            lines.append(f"CAUTION: {shown(old)} was answered by {said[0]} in BEFORE, "
+                         f"{shown(new)} by {said[1]} in AFTER; the router changed the model")
+    return lines
+
+
 def cautions(before, after, switches, paths):
     """The lines printed before the labelled ones: none carries a label word."""
     lines = []
@@ -283,7 +353,7 @@ def comparison(before, after, switches=(), paths=None):
         try:
             rows.append(index(run))
         except ValueError as exc:
-            raise ValueError(f"{path}: {exc}{finish_hint(exc, path)}") from None
+            raise ValueError(f"{path}: {exc}{finish_hint(exc, path, run)}") from None
     problem = config_problem(before, after, switches, paths)
     if problem:
         raise ValueError(problem)
@@ -302,14 +372,16 @@ def comparison(before, after, switches=(), paths=None):
             new = [rows[1][(new_model, case_id, repeat)] for repeat in range(repeats)]
             good = [sum(row["passed"] for row in side) for side in (old, new)]
             items.append({
-                "label": label([row["passed"] for row in old], [row["passed"] for row in new]),
+                "label": label(good[0], len(old), good[1], len(new)),
                 "before_model": old_model, "after_model": new_model, "case_id": case_id,
                 "before": old, "after": new,
-                "p_value": None if repeats == 1 else fisher_drop(good[0], repeats,
-                                                                 good[1], repeats),
+                "p_value": None if repeats == 1 else fisher_drop(good[0], len(old),
+                                                                 good[1], len(new)),
             })
-    return {"items": items, "cautions": cautions(before, after, switches, paths),
-            "repeats": repeats}
+    lines = cautions(before, after, switches, paths)
+    lines[:0] = receipt_cautions(before, after, rows, switches, paths)
+    return {"items": items, "cautions": lines, "repeats": repeats,
+            "files": files_line(paths, switches)}
 
 
 def title(before, switches):
@@ -343,13 +415,13 @@ def say(line):
 
 
 def show(result):
-    """Print a comparison; 1 if any NEW_FAILURE, else 0."""
-    for line in result["cautions"]:
+    """Print a comparison; 1 if any pass rate fell (NEW_FAILURE or WORSE), else 0."""
+    for line in ([result["files"]] if result["files"] else []) + result["cautions"]:
         say(line)
     for item in result["items"]:
         say(item_line(item, result["repeats"]))
-    say(count_line(result["items"]))
-    return 1 if any(item["label"] == "NEW_FAILURE" for item in result["items"]) else 0
+    say(count_line(result["items"], result["repeats"]))
+    return 1 if any(item["label"] in GATING for item in result["items"]) else 0
 
 
 def write_views(before, after, result, heading, summary_md=None, html=None):
@@ -366,12 +438,10 @@ def write_views(before, after, result, heading, summary_md=None, html=None):
             raise ReportError(f"cannot write --summary-md {summary_md}: "
                               f"{exc.strerror or exc}") from None
     if html is not None:
-        # Only the page needs them; regression brings the SDK, slow to import.
         import evidence_page
-        from regression import rfc_document
 
         page = evidence_page.comparison_page(before, after, result["items"],
-                                             result["cautions"], rfc_document)
+                                             result["cautions"], result["files"])
         try:
             reports.write_replacing(html, page)
         except OSError as exc:
@@ -379,7 +449,7 @@ def write_views(before, after, result, heading, summary_md=None, html=None):
 
 
 def compare(before, after, switches=(), paths=None, summary_md=None, html=None):
-    """Print the comparison of two records; 1 if any NEW_FAILURE, else 0.
+    """Print the comparison of two records; 1 if any pass rate fell, else 0.
 
     ValueError (nothing printed) when they cannot be compared; ReportError
     when a view cannot be written.
@@ -399,7 +469,9 @@ def demo_record(created_at, unsafe_models):
 
     state = simulated_api.new_state(regression.CASES, unsafe_models=unsafe_models)
     with simulated_api.sdk_client(state) as client:
-        rows = [{"repeat": 0, **regression.run_one(client, case, DEMO_MODEL)}
+        # derived() adds the answering model, as the runner's own rows have it.
+        rows = [checker.derived(case, {"repeat": 0,
+                                       **regression.run_one(client, case, DEMO_MODEL)})
                 for case in regression.CASES]
     return {
         "created_at": created_at,
@@ -407,6 +479,7 @@ def demo_record(created_at, unsafe_models):
         "config": copy.deepcopy(regression.run_config([DEMO_MODEL], regression.CASES, 1)),
         "sdk_version": regression.sdk_version(),
         "code_sha256": regression.code_sha256(),
+        "checker_sha256": record.checker_sha256(),
         "evidence": "synthetic",
         "runs": rows,
         "summary": regression.summary(rows, [DEMO_MODEL], 1),
@@ -422,15 +495,19 @@ def demo(folder, summary_md=None, html=None):
     except OSError as exc:
         raise ValueError(f"cannot create {folder}: {exc.strerror or exc}") from None
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
-    before = demo_record((now - datetime.timedelta(minutes=1)).isoformat(), ())
-    after = demo_record(now.isoformat(), {DEMO_MODEL})
     paths = (os.path.join(folder, "before.json"), os.path.join(folder, "after.json"))
-    for path, run in zip(paths, (before, after)):
-        try:
+    try:
+        before = demo_record((now - datetime.timedelta(minutes=1)).isoformat(), ())
+        after = demo_record(now.isoformat(), {DEMO_MODEL})
+        for path, run in zip(paths, (before, after)):
             with open(path, "x", encoding="utf-8") as handle:
                 handle.write(record.dumps(run, indent=2) + "\n")
-        except OSError as exc:
-            raise ValueError(f"cannot write {path}: {exc.strerror or exc}") from None
+    except BaseException as exc:
+        shutil.rmtree(folder, ignore_errors=True)  # ours alone: a failed demo leaves nothing
+        if isinstance(exc, OSError):
+            raise ValueError(f"cannot write the demo pair into {folder}: "
+                             f"{exc.strerror or exc}") from None
+        raise
     again = command(*paths)
     say(f"SYNTHETIC: synthetic demo records, made offline; no model was called "
         f"({one_line(paths[0], 200)}, {one_line(paths[1], 200)})"
@@ -504,10 +581,13 @@ def run(args):
             return compare(before, before, args.switch, (args.before, args.before),
                            args.summary_md, args.html)
         after = record.read_record(args.after)
+        if not args.switch and (same_file(args.before, args.after) or before == after):
+            raise ValueError("BEFORE and AFTER are the same record; compare it with a later "
+                             "run, or two of its models with: RUN --switch OLD=NEW")
         return compare(before, after, args.switch, (args.before, args.after),
                        args.summary_md, args.html)
     except ValueError as exc:
-        say(f"NOT_COMPARABLE: {one_line(exc)}")
+        say(f"NOT_COMPARABLE: {unlabelled(one_line(exc))}")
     except ReportError as exc:
         complain(f"compare_runs.py: {one_line(exc)}; no verdict")
     return 2

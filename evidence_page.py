@@ -6,14 +6,15 @@ Nothing on the page loads anything: inline CSS, no script, and a
 Content-Security-Policy that forbids every fetch, so a hostile answer escaped
 wrongly would still be inert. Every string from a record is escaped.
 
-    import evidence_page, regression
-    page = evidence_page.run_page(record, regression.rfc_document)
-    page = evidence_page.comparison_page(before, after, items, cautions,
-                                         regression.rfc_document)
+    import evidence_page
+    page = evidence_page.run_page(record)
+    page = evidence_page.comparison_page(before, after, items, cautions, files)
 
-`rfc_document(url)` is the caller's: "rfc<digits>" for an approved RFC Editor
-document URL, else None. It is passed in so this module imports neither the
-runner nor the SDK and judges citations exactly as the checker does.
+The rows it shows are the callers' validated rows, whose verdicts were
+derived from their saved responses by the checker; each citation's facts
+(returned by this request's search, approved, the primary RFC) come from the
+checker's own citation_facts(), so the page can never judge a citation
+differently from the verdict. It imports neither the runner nor the SDK.
 """
 
 import html
@@ -21,14 +22,15 @@ import json
 import math
 import urllib.parse
 
+import checker
 import reports  # the one set of control characters, and the mark of our pages
 from vocabulary import BY_CONCERN as LABELS  # changes first
+from vocabulary import GATING, MEANINGS, NEW_FAILURE, PASS, RECOVERED, p_text
 
 SNIPPET_CHARS = 300  # characters of a search snippet shown before "full text"
 MAX_SHOWN_CHARS = 20_000  # characters of one value on the page; the record keeps all
 MAX_RESULTS_SHOWN = 50  # search results listed per row; the API returns at most 5
 MAX_URL_CHARS = 2_048  # longer "URLs" are shown as text, never made links
-GENERAL_RFC = "rfc9110"  # the RFC every case may cite besides its own
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 CITATION_REASONS = {"missing_or_duplicate_sources", "citation_not_in_search_results",
                     "citation_not_approved", "primary_reference_missing"}
@@ -45,14 +47,12 @@ REASONS = {
                                       "request's search",
     "citation_not_approved": "a cited RFC is neither the case's RFC nor RFC 9110",
     "primary_reference_missing": "the case's own RFC is not cited",
+    "answered_by_other_model": "the response names another model than the one asked: "
+                               "the router answered with a different model",
     "execution_error": "the request or checker failed, no verdict",
 }
-LABEL_WORDS = {
-    "NEW_FAILURE": "passed before, fails now: the change broke an approved decision",
-    "RECOVERED": "failed before, passes now",
-    "STILL_FAILING": "failed both times",
-    "PASS": "passed both times",
-}
+LABEL_KINDS = {NEW_FAILURE: "fail", "WORSE": "fail", RECOVERED: "pass", "BETTER": "flaky",
+               "STILL_FAILING": "flaky", PASS: "pass"}  # the colour of each label
 EXIT_WORDS = {
     0: ("QUALIFIED", "every check passed (exit 0)"),
     1: ("REGRESSION", "a check failed (exit 1)"),
@@ -263,8 +263,8 @@ def parse_answer(text):
     return value if isinstance(value, dict) else None
 
 
-def document(rfc_document, url):
-    return rfc_document(url) if isinstance(url, str) else None
+def document(url):
+    return checker.rfc_document(url) if isinstance(url, str) else None
 
 
 def passed(row):
@@ -297,25 +297,21 @@ def repeat_key(row):
 # --------------------------------------------------------------------------
 
 
-def citation_marks(url, doc, case, searched, cited_docs):
-    """Badges for one cited URL, judged as the checker judges it."""
-    rfc = field(case, "rfc")
+def citation_marks(url, case, searched, cited_docs):
+    """Badges for one cited URL: the checker's own facts about it."""
+    facts = checker.citation_facts({"rfc": field(case, "rfc")}, url, searched)
+    doc = facts["document"]
     if doc is None:
         marks = [tag("not a recognised RFC Editor document URL", "no")]
-    elif doc in searched:
+    elif facts["returned"]:
         marks = [tag("returned by this request's search", "ok")]
     else:
         marks = [tag("NOT returned by this request's search", "no")]
     if doc is not None and cited_docs.count(doc) > 1:
         marks.append(tag("cited twice", "no"))
-    if doc is not None and doc in (rfc, GENERAL_RFC):
-        marks.append(tag("approved", "ok"))
-    else:
-        marks.append(tag("NOT approved", "no"))
-    if rfc is not None and doc == rfc:
-        marks.append(tag("primary RFC", "ok"))
-    else:
-        marks.append(tag("not the primary RFC", "info"))
+    marks.append(tag("approved", "ok") if facts["approved"] else tag("NOT approved", "no"))
+    marks.append(tag("primary RFC", "ok") if facts["primary"]
+                 else tag("not the primary RFC", "info"))
     label = f'<span class="mono">{esc(doc)}</span> ' if doc else ""
     return f'<li class="cite">{link(url)} {label}{" ".join(marks)}</li>'
 
@@ -329,16 +325,15 @@ def expected_cell(value, expected):
             f'<span class="small">approved: <code>{esc(expected)}</code></span>')
 
 
-def answer_html(row, case, searched, rfc_document):
+def answer_html(row, case, searched):
     text = field(row, "answer_text")
     answer = parse_answer(text)
     if answer is None:
         why = "no answer text" if text is None else "not a JSON object; the raw text"
         return f"<h3>Answer ({why})</h3>" + ("" if text is None else f"<pre>{esc(text)}</pre>")
     urls = listed(answer.get("source_urls"))
-    docs = [document(rfc_document, url) for url in urls]
-    cites = "".join(citation_marks(url, doc, case, searched, docs)
-                    for url, doc in zip(urls, docs)) or "<li>none</li>"
+    docs = [document(url) for url in urls]
+    cites = "".join(citation_marks(url, case, searched, docs) for url in urls) or "<li>none</li>"
     code = expected_cell(answer.get("code"), field(case, "expected"))
     action = expected_cell(answer.get("next_action"), field(case, "action"))
     parts = [
@@ -369,12 +364,12 @@ def snippet_html(snippet):
             f'<div class="body snippet">{esc(text)}</div></details>')
 
 
-def results_html(results, rfc_document):
+def results_html(results):
     if not results:
         return "<h3>Search results</h3><p>none: this answer has no receipts</p>"
     items = []
     for result in results[:MAX_RESULTS_SHOWN]:
-        doc = document(rfc_document, result.get("url"))
+        doc = document(result.get("url"))
         title = as_text(result.get("title")) or "(no title)"
         items.append(f"<li><strong>{esc(title)}</strong> "
                      + (f'<span class="mono">{esc(doc)}</span>' if doc else "")
@@ -412,19 +407,28 @@ def facts_html(row):
             + f'</p><pre>{esc(field(row, "error_message"))}</pre>')
 
 
-def row_html(row, case, rfc_document):
+def answered_by(row):
+    """" · answered by X" when the response names another model than the one asked."""
+    named, model = field(row, "answered_model"), field(row, "model")
+    if not isinstance(named, str) or not isinstance(model, str) or checker.same_model(model,
+                                                                                    named):
+        return ""
+    return f" · answered by <code>{esc(named)}</code>"
+
+
+def row_html(row, case):
     """One row in a <details>: open when it failed, collapsed when it passed."""
     results = search_results(row)
-    searched = {document(rfc_document, r.get("url")) for r in results} - {None}
+    searched = {document(r.get("url")) for r in results} - {None}
     reasons = listed(field(row, "reasons"))
     ok = passed(row)
     verdict = "PASS" if ok else "FAIL " + ", ".join(esc(r) for r in reasons)
     return (f'<details class="row {"pass" if ok else "fail"}"{"" if ok else " open"}>'
             f"<summary>repeat {esc(field(row, 'repeat'))} · "
-            f'<strong class="{"pass" if ok else "fail"}">{verdict}</strong></summary>'
-            f'<div class="body">{reasons_html(reasons)}'
-            f"{answer_html(row, case, searched, rfc_document)}{facts_html(row)}"
-            f"{results_html(results, rfc_document)}</div></details>")
+            f'<strong class="{"pass" if ok else "fail"}">{verdict}</strong>{answered_by(row)}'
+            f'</summary><div class="body">{reasons_html(reasons)}'
+            f"{answer_html(row, case, searched)}{facts_html(row)}"
+            f"{results_html(results)}</div></details>")
 
 
 # --------------------------------------------------------------------------
@@ -492,11 +496,19 @@ def models_table(record, stats):
 def meta_html(record):
     config = field(record, "config")
     sha = as_text(field(record, "code_sha256"))[:12]
-    return (f'<p class="meta">created {esc(field(record, "created_at"))} · '
+    judged = as_text(field(record, "checker_sha256"))[:12] or "(not recorded)"
+    source = field(record, "regraded_from")
+    regrade = ("" if not isinstance(source, dict) else
+               f'<p class="banner">A REGRADE: the saved responses of '
+               f"<code>{esc(field(source, 'path'))}</code> (made "
+               f"{esc(field(source, 'created_at'))}) judged again by this checker; "
+               "nothing was sent.</p>")
+    return (f'{regrade}<p class="meta">created {esc(field(record, "created_at"))} · '
             f"repeats {esc(field(config, 'repeats'))} · "
             f"{len(listed(field(record, 'runs'))):,} rows · "
             f"SDK {esc(field(record, 'sdk_version'))} · "
             f"regression.py <code>{esc(sha)}</code> · "
+            f"checker.py <code>{esc(judged)}</code> · "
             f"evidence {esc(field(record, 'evidence', 'live'))}</p>")
 
 
@@ -534,18 +546,18 @@ def case_html(case):
             f"<p>Question (the log the model sees):</p><pre>{esc(case.get('question'))}</pre>")
 
 
-def group_html(index, case_id, model, rows, case, rfc_document):
+def group_html(index, case_id, model, rows, case):
     good, runs = rate(rows)
     kind = rate_class(good, runs)
     ordered = sorted(rows, key=lambda row: (passed(row), repeat_key(row)))
-    body = "".join(row_html(row, case, rfc_document) for row in ordered)
+    body = "".join(row_html(row, case) for row in ordered)
     return (f'<details class="group {kind}" id="g{index}"{"" if kind == "pass" else " open"}>'
             f"<summary><code>{esc(case_id)}</code> · <code>{esc(model)}</code> · "
             f'<strong class="{kind}">{rate_text(good, runs)}</strong></summary>'
             f'<div class="body">{case_html(case)}{body}</div></details>')
 
 
-def run_page(record, rfc_document, title=None):
+def run_page(record, title=None):
     """The whole HTML page of one saved run (a validated record)."""
     groups, case_ids, models = grouped(record)
     cases = config_cases(record)
@@ -556,7 +568,7 @@ def run_page(record, rfc_document, title=None):
         if chosen:
             sections.append(f"<h2>{heading}: {len(chosen)} case × model groups, "
                             f"{sum(len(g[2]) for _, g in chosen):,} rows</h2>")
-            sections += [group_html(i, c, m, rows, cases.get(c), rfc_document)
+            sections += [group_html(i, c, m, rows, cases.get(c))
                          for i, (c, m, rows) in chosen]
     if not groups:
         sections.append("<h2>Rows</h2><p>The record holds no rows.</p>")
@@ -570,10 +582,10 @@ def run_page(record, rfc_document, title=None):
 # --------------------------------------------------------------------------
 
 
-def sources_key(answer, rfc_document):
+def sources_key(answer):
     """Cited documents, order-free; an unrecognised URL stands for itself."""
     urls = listed(field(answer, "source_urls"))
-    return sorted(as_text(document(rfc_document, url) or url) for url in urls)
+    return sorted(as_text(document(url) or url) for url in urls)
 
 
 def compare_cell(value, first, approved):
@@ -591,7 +603,7 @@ def compare_cell(value, first, approved):
     return f'<td class="{" ".join(classes)}"><code>{esc(value)}</code>{notes}</td>'
 
 
-def answer_cells(row, first, case, rfc_document):
+def answer_cells(row, first, case):
     """Code, action and sources of one repeat, compared with before's first."""
     text = field(row, "answer_text")
     answer = parse_answer(text)
@@ -600,9 +612,9 @@ def answer_cells(row, first, case, rfc_document):
                  else f"not a JSON object: <code>{esc(text, SNIPPET_CHARS)}</code>")
         return f'<td class="cell wrong" colspan="3">{shown}</td>'
     reasons = {r for r in listed(field(row, "reasons")) if isinstance(r, str)}
-    sources = "<br>".join(link(url, document(rfc_document, url))
+    sources = "<br>".join(link(url, document(url))
                           for url in listed(answer.get("source_urls"))) or "none"
-    same_sources = sources_key(answer, rfc_document) == sources_key(first, rfc_document)
+    same_sources = sources_key(answer) == sources_key(first)
     source_class = "cell wrong" if reasons & CITATION_REASONS else "cell"
     return (compare_cell(answer.get("code"), field(first, "code"), field(case, "expected"))
             + compare_cell(answer.get("next_action"), field(first, "next_action"),
@@ -611,9 +623,9 @@ def answer_cells(row, first, case, rfc_document):
             + ("" if same_sources else " " + tag("changed", "changed")) + "</td>")
 
 
-def side_html(which, model, rows, first, case, rfc_document, p_value):
+def side_html(which, model, rows, first, case, p_value):
     good, runs = rate(rows)
-    p_text = f" · p={p_value:.3g}" if isinstance(p_value, (int, float)) and not isinstance(
+    p_shown = f" · p={p_text(p_value)}" if isinstance(p_value, (int, float)) and not isinstance(
         p_value, bool) and math.isfinite(p_value) else ""
     lines = []
     for row in sorted(rows, key=repeat_key):
@@ -621,10 +633,10 @@ def side_html(which, model, rows, first, case, rfc_document, p_value):
         reasons = ", ".join(esc(r) for r in listed(field(row, "reasons")))
         lines.append(f"<tr><td>{esc(field(row, 'repeat'))}</td>"
                      f'<td class="{"pass" if ok else "fail"}">{"PASS" if ok else "FAIL"}</td>'
-                     f"{answer_cells(row, first, case, rfc_document)}"
+                     f"{answer_cells(row, first, case)}"
                      f'<td class="small">{reasons}</td></tr>')
     return (f"<div><h3>{which}: <code>{esc(model)}</code> · "
-            f'<span class="{rate_class(good, runs)}">{rate_text(good, runs)}</span>{p_text}</h3>'
+            f'<span class="{rate_class(good, runs)}">{rate_text(good, runs)}</span>{p_shown}</h3>'
             "<table><tr><th>repeat</th><th>verdict</th><th>code</th><th>next action</th>"
             f"<th>sources</th><th>reasons</th></tr>{''.join(lines)}</table></div>")
 
@@ -634,7 +646,7 @@ def models_text(item):
     return esc(old) if old == new else f"{esc(old)} → {esc(new)}"
 
 
-def item_html(item, cases, rfc_document):
+def item_html(item, cases):
     label = as_text(field(item, "label"))
     before_rows = [r for r in listed(field(item, "before")) if isinstance(r, dict)]
     after_rows = [r for r in listed(field(item, "after")) if isinstance(r, dict)]
@@ -644,16 +656,16 @@ def item_html(item, cases, rfc_document):
     old, new = field(item, "before_model"), field(item, "after_model")
     good_b, runs_b = rate(before_rows)
     good_a, runs_a = rate(after_rows)
-    kind = {"NEW_FAILURE": "fail", "RECOVERED": "pass"}.get(label, "flaky")
+    kind = LABEL_KINDS.get(label, "flaky")
     p_value = field(item, "p_value")
-    return (f'<details class="group {kind}"{" open" if label in LABELS[:2] else ""}>'
+    return (f'<details class="group {kind}"{" open" if label in GATING else ""}>'
             f'<summary><strong class="{kind}">{esc(label)}</strong> · '
             f"<code>{esc(field(item, 'case_id'))}</code> · <code>{models_text(item)}</code> · "
             f"{rate_text(good_b, runs_b)} → {rate_text(good_a, runs_a)}</summary>"
             f'<div class="body"><details><summary>The case</summary><div class="body">'
             f'{case_html(case)}</div></details><div class="pair">'
-            f"{side_html('Before', old, before_rows, first, case, rfc_document, None)}"
-            f"{side_html('After', new, after_rows, first, case, rfc_document, p_value)}"
+            f"{side_html('Before', old, before_rows, first, case, None)}"
+            f"{side_html('After', new, after_rows, first, case, p_value)}"
             "</div></div></details>")
 
 
@@ -663,15 +675,15 @@ def counts_html(items, cautions):
         label = as_text(field(item, "label"))
         if label in counts:
             counts[label] += 1
-    kinds = {"NEW_FAILURE": "fail", "RECOVERED": "pass", "STILL_FAILING": "flaky", "PASS": "pass"}
-    rows = "".join(f'<tr><td class="{kinds[label] if counts[label] else "none"}">'
+    rows = "".join(f'<tr><td class="{LABEL_KINDS[label] if counts[label] else "none"}">'
                    f"<strong>{label}</strong></td><td>{counts[label]}</td>"
-                   f"<td>{LABEL_WORDS[label]}</td></tr>" for label in LABELS)
-    new = counts["NEW_FAILURE"]
-    verdict = (f'<p class="verdict fail"><strong>Verdict:</strong> {new} new failure'
-               f'{"" if new == 1 else "s"}: the change broke an approved decision (exit 1).</p>'
-               if new else '<p class="verdict pass"><strong>Verdict:</strong> '
-               "no new failure (exit 0).</p>")
+                   f"<td>{MEANINGS[label]}</td></tr>" for label in LABELS)
+    fell = sum(counts[label] for label in GATING)
+    verdict = (f'<p class="verdict fail"><strong>Verdict:</strong> {fell} pass rate'
+               f'{" fell" if fell == 1 else "s fell"} (NEW_FAILURE or WORSE): the change '
+               "broke an approved decision (exit 1).</p>"
+               if fell else '<p class="verdict pass"><strong>Verdict:</strong> '
+               "no pass rate fell (exit 0).</p>")
     notes = "".join(f'<p class="banner">{esc(line)}</p>' for line in cautions)
     return (f"{verdict}{notes}<table><tr><th>label</th><th>items</th><th>meaning</th></tr>"
             f"{rows}</table>")
@@ -706,25 +718,27 @@ def pass_table(items):
             f"<th>after</th></tr>{rows}</table></div></details>")
 
 
-def comparison_page(before, after, items, cautions, rfc_document, title=None):
-    """The whole HTML page of a comparison of two validated records."""
+def comparison_page(before, after, items, cautions, files=None, title=None):
+    """The whole HTML page of a comparison of two validated records; files: the
+    line that names the files compared."""
     items = [item for item in listed(items) if isinstance(item, dict)]
     cautions = listed(cautions)
     cases = config_cases(before)
     cases.update(config_cases(after))
     sections = []
-    for label in LABELS[:3]:
+    for label in LABELS:
         chosen = [item for item in items if field(item, "label") == label]
-        if chosen:
+        if chosen and label != PASS:
             sections.append(f"<h2>{label}: {len(chosen)}</h2>")
-            sections += [item_html(item, cases, rfc_document) for item in chosen]
+            sections += [item_html(item, cases) for item in chosen]
     others = [item for item in items if field(item, "label") not in LABELS]
     if others:
         sections.append(f"<h2>Other labels: {len(others)}</h2>")
-        sections += [item_html(item, cases, rfc_document) for item in others]
+        sections += [item_html(item, cases) for item in others]
     passing = [item for item in items if field(item, "label") == "PASS"]
     if passing:
         sections.append("<h2>PASS</h2>" + pass_table(passing))
-    body = (synthetic_banner(before, after) + counts_html(items, cautions)
+    named = f'<p class="meta">{esc(files)}</p>' if files else ""
+    body = (synthetic_banner(before, after) + named + counts_html(items, cautions)
             + runs_html(before, after) + "".join(sections))
     return page(title or "Agent regression comparison", body)

@@ -2,11 +2,17 @@
 
 Every script that touches a saved run goes through this module: regression.py
 writes a record with RecordFile and reads one back for --resume and --regrade;
-compare_runs.py and the reports read and validate it. It imports nothing of
-the project and not the SDK, so comparing two files starts fast.
+compare_runs.py and the reports read and validate it. Of the project it
+imports only the checker (pure), never the SDK, so comparing two files starts
+fast.
 
     record = read_record("results.json")          # ValueError with the reason
     rows = validate_record(record)                # {(model, case id, repeat): row}
+
+validate_record judges every row again from its saved response with the one
+checker: no reader trusts a saved answer_text, reasons or passed. A record
+made by this checker whose saved verdict does not follow from its response
+was edited, and is refused.
 
     with RecordFile.create("new.json", head, tail) as saved:
         saved.add(0, row)                         # rows in any order, by plan index
@@ -20,6 +26,7 @@ half-written record.
 import contextlib
 import errno
 import fcntl
+import functools
 import glob
 import hashlib
 import json
@@ -29,12 +36,14 @@ import re
 import stat
 from decimal import Decimal, InvalidOperation
 
+import checker
+from checker import ACTIONS
+
 MAX_REPEATS = 10  # a run is an observation; more repeats cost money, not truth
 MAX_RECORD_BYTES = 1 << 30  # a 2,400-row run is ~27 MB; far larger is not a record
 FULL_RECORD_BYTES = 256 << 20  # a run starts no request past this size, so its record
                                # (plus the rows in flight) stays readable
 READ_TRIES = 5  # re-reads of a record that a running save keeps changing
-ACTIONS = ("wait_then_retry", "refresh_precondition", "verify_outcome")
 CASE_FIELDS = ("id", "expected", "rfc", "action", "question")
 CASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # safe in lines, XML, Markdown
 STATUS = re.compile(r"[1-5][0-9][0-9]|unknown")
@@ -43,6 +52,9 @@ MAX_COST_EXPONENT = 400  # |adjusted exponent| of a cost: past any float the API
 MAX_SECONDS = 1e9  # seconds in a row: 30 years; larger is tampering
 MAX_NAME = 200  # characters of a model name: longer is not a name but a payload
 HIDDEN_NAME = 32  # characters of the record's name kept in its hidden files' names
+ROW_FIELDS = ("case_id", "model", "error", "error_status", "cost_usd", "response",
+              "answer_text", "reasons", "seconds", "passed", "repeat")  # in every saved row
+JUDGED = ("reasons", "passed", "cost_usd", "answer_text", "answered_model")  # re-derived
 
 # --------------------------------------------------------------------------
 # Pure: JSON text and validation.
@@ -66,7 +78,8 @@ def validate_cases(data, source):
         ("expected", lambda v: STATUS.fullmatch(v), "a three-digit status or unknown"),
         ("rfc", lambda v: RFC_NAME.fullmatch(v), "like rfc9110"),
         ("action", lambda v: v in ACTIONS, "one of " + ", ".join(ACTIONS)),
-        ("question", lambda v: v.strip(), "the non-empty log the model sees"),
+        ("question", lambda v: v.strip() and encodable(v),
+         "the non-empty log the model sees, in UTF-8 (no lone surrogate)"),
     ]
     seen = set()
     for number, case in enumerate(data, 1):
@@ -88,6 +101,16 @@ def validate_cases(data, source):
             raise ValueError(f"{where}: field id repeats an earlier case")
         seen.add(case["id"])
     return [{field: case[field] for field in CASE_FIELDS} for case in data]
+
+
+def encodable(text):
+    """Whether text can be sent and saved as UTF-8: a lone surrogate (JSON lets
+    one through as \\ud800) can be neither, and would make a record that never finishes."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def names(value, what):
@@ -152,6 +175,7 @@ ROW_TYPES = [  # field, test, what it must be; absent optional fields read as No
     ("attempts", lambda v: v is None or (type(v) is int and 0 <= v <= 1000), "null or a count"),
     ("waited_seconds", lambda v: v is None or (number(v) and v >= 0), "null or seconds"),
     ("error_message", lambda v: v is None or isinstance(v, str), "null or a string"),
+    ("answered_model", lambda v: v is None or isinstance(v, str), "null or a string"),
 ]
 
 
@@ -159,6 +183,9 @@ def row_problem(row):
     """Why a saved row cannot be trusted as evidence, or None."""
     if not isinstance(row, dict):
         return "is not an object"
+    missing = [name for name in ROW_FIELDS if name not in row]
+    if missing:
+        return f"has no field {missing[0]} (every saved row has {', '.join(ROW_FIELDS)})"
     key = (row.get("model"), row.get("case_id"), row.get("repeat"))
     if not (isinstance(key[0], str) and isinstance(key[1], str) and type(key[2]) is int
             and key[0].isprintable() and key[1].isprintable()):
@@ -170,6 +197,8 @@ def row_problem(row):
         return "has passed and reasons that disagree"
     if row.get("error") and reasons != ["execution_error"]:
         return "has an error but not the reason execution_error"
+    if "execution_error" in reasons and not row.get("error"):
+        return "has the reason execution_error but no error"
     for field, test, wanted in ROW_TYPES:
         if not test(row.get(field)):
             return f"has {field} that is not {wanted}"
@@ -180,15 +209,23 @@ def row_problem(row):
 def validate_record(record, complete=True, errors=False):
     """The rows of a saved record keyed by (model, case id, repeat), or ValueError.
 
-    complete: the rows must cover the config exactly (a comparison); else
-    they may be a part of it (a resume). errors: rows with an execution error
-    are allowed (a resume redoes them; a comparison cannot judge them).
+    Each row comes back judged again from its saved response by the checker
+    (checker.derived): its answer_text, answered_model, cost_usd, reasons
+    and passed are what the response proves. complete: the rows must cover
+    the config exactly (a comparison); else they may be a part of it (a
+    resume). errors: rows with an execution error are allowed (a resume
+    redoes them; a comparison cannot judge them).
     """
     if not isinstance(record, dict):
         raise ValueError("the record is not a JSON object")
     if not isinstance(record.get("runs"), list):
         raise ValueError("the record has no runs list")
     expected = plan_keys(record.get("config"))
+    cases = {case["id"]: case for case in validate_cases(record["config"]["cases"],
+                                                         "config.cases")}
+    # Only a verdict made by this very checker must match; an older checker's
+    # verdicts are simply replaced (evidence_notes says so).
+    own = record.get("checker_sha256") == checker_sha256()
     rows = {}
     for number_, row in enumerate(record["runs"], 1):
         problem = row_problem(row)
@@ -203,10 +240,51 @@ def validate_record(record, complete=True, errors=False):
         if row.get("error") and not errors:
             raise ValueError(f"{where} has an execution error; resume or rerun it "
                              "before comparing")
-        rows[key] = row
+        judged = checker.derived(cases[key[1]], row)
+        edited = own and next((name for name in JUDGED if name in row
+                               and row[name] != judged[name]), None)
+        if edited:
+            what = (f"has a verdict but no saved response to derive it from"
+                    if row["response"] is None else
+                    f"its saved {edited} does not match its saved response "
+                    f"({shown_reasons(row, judged)})")
+            raise ValueError(f"{where}: {what}; the record was edited after it was saved: "
+                             "use the original file, or start a new run")
+        rows[key] = judged
     if complete and set(rows) != expected:
         raise ValueError(f"runs do not cover the config: {len(expected - set(rows))} missing")
     return rows
+
+
+def shown_reasons(saved, judged):
+    """The saved and the derived verdict of a row, short enough for one line."""
+    def short(reasons):
+        return ",".join(str(r)[:40] for r in reasons[:4]) or "pass"
+    return f"saved: {short(saved['reasons'])}; its response proves: {short(judged['reasons'])}"
+
+
+def evidence_notes(record, rows, name):
+    """Lines that say how far a record's verdicts rest on receipts (none: fully)."""
+    notes = []
+    made_by = record.get("checker_sha256")
+    if made_by != checker_sha256():
+        which = ("a version of the checker that left no checker_sha256" if made_by is None
+                 else "another version of checker.py")
+        notes.append(f"{name} was judged by {which}; its verdicts were derived again "
+                     "from its saved responses by this checker")
+    bare = sum(1 for row in rows.values() if checker.unreceipted(row))
+    if bare:
+        notes.append(f"{bare} row{'s' if bare != 1 else ''} of {name} keep the answer only in "
+                     "answer_text (no message item in the saved response): that text is "
+                     "unreceipted")
+    return notes
+
+
+@functools.cache
+def checker_sha256():
+    """The hash of checker.py, which new records carry: which checker judged them."""
+    with open(checker.__file__, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
 
 
 # --------------------------------------------------------------------------

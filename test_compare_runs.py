@@ -17,7 +17,9 @@ import sys
 import unittest
 from unittest import mock
 
+import checker
 import compare_runs
+import record as record_module
 import regression
 import reports
 from testing import HERE, cli, clean_env, quiet, read_text, temp_dir, write_text
@@ -25,25 +27,56 @@ from testing import HERE, cli, clean_env, quiet, read_text, temp_dir, write_text
 MODEL = "offline/model"
 CREATED = "2026-03-01T12:00:00+00:00"
 CASE_IDS = [case["id"] for case in regression.CASES]
+CASES_BY_ID = {case["id"]: case for case in regression.CASES}
 SCRIPT = os.path.join(HERE, "compare_runs.py")
 
 
-def make_row(model, case_id, repeat, reasons=()):
-    return {"repeat": repeat, "case_id": case_id, "model": model, "error": None,
-            "error_status": None, "cost_usd": "0.0042", "response": {"status": "completed"},
-            "answer_text": '{"code": "429"}', "reasons": list(reasons), "seconds": 0.5,
-            "passed": not reasons}
+def answer_of(case, reasons):
+    """The answer text that fails `case` with exactly `reasons` (wrong code and/or action)."""
+    unsafe = {"wrong_code", "wrong_next_action"}
+    if not set(reasons) <= unsafe:
+        raise AssertionError(f"this fixture makes only {unsafe}, not {reasons}")
+    code = "000" if "wrong_code" in reasons else case["expected"]
+    action = "wait_then_retry" if case["action"] != "wait_then_retry" else "verify_outcome"
+    action = action if "wrong_next_action" in reasons else case["action"]
+    return json.dumps({"code": code, "next_action": action,
+                       "source_urls": [f"https://www.rfc-editor.org/rfc/{case['rfc']}"]})
+
+
+def make_row(model, case_id, repeat, reasons=(), case=None):
+    """A row as the runner saves it: its verdict follows from its saved response."""
+    case = case or CASES_BY_ID.get(case_id) or {"id": case_id, **CASES_BY_ID["rate-limit"]}
+    text, url = answer_of(case, reasons), f"https://www.rfc-editor.org/rfc/{case['rfc']}"
+    if model.startswith(checker.CHAT_PREFIX):
+        response = {"id": "chat_1", "model": model[len(checker.CHAT_PREFIX):], "choices": [
+            {"finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+            "search_results": [{"url": url}], "usage": {"cost": {"total_cost": 0.0042}}}
+    else:
+        response = {"id": "resp_1", "model": model, "status": "completed", "output": [
+            {"type": "search_results", "results": [{"url": url}]},
+            {"type": "message", "role": "assistant",
+             "content": [{"type": "output_text", "text": text}]}],
+            "usage": {"cost": {"currency": "USD", "total_cost": 0.0042}}}
+    row = {"repeat": repeat, "case_id": case_id, "model": model, "error": None,
+           "error_status": None, "cost_usd": "0.0042", "response": response,
+           "answer_text": text, "answered_model": response["model"], "reasons": list(reasons),
+           "seconds": 0.5, "passed": not reasons}
+    if checker.derived(case, row) != row:
+        raise AssertionError(f"fixture row {model} {case_id} does not follow from its response")
+    return row
 
 
 def make_record(models=(MODEL,), repeats=1, failing=None, cases=None, **head):
     """A valid record: every row passes but failing {(model, case id, repeat): reasons}."""
     cases = regression.CASES if cases is None else cases
     failing = failing or {}
-    rows = [make_row(model, case["id"], repeat, failing.get((model, case["id"], repeat), ()))
+    rows = [make_row(model, case["id"], repeat, failing.get((model, case["id"], repeat), ()),
+                     case)
             for repeat in range(repeats) for case in cases for model in models]
     return {"created_at": CREATED,
             "config": copy.deepcopy(regression.run_config(list(models), cases, repeats)),
-            "sdk_version": "1.0.0", "code_sha256": "a" * 64, "evidence": "synthetic",
+            "sdk_version": "1.0.0", "code_sha256": "a" * 64,
+            "checker_sha256": record_module.checker_sha256(), "evidence": "synthetic",
             "runs": rows, "summary": {}, **head}
 
 
@@ -53,10 +86,13 @@ def record():
 
 
 def fail(rec, case_id, reasons=("wrong_code",), repeat=None, model=None):
-    for row in rec["runs"]:
+    """rec with the rows of case_id (of one repeat or model, if given) failing for reasons."""
+    cases = {case["id"]: case for case in rec["config"]["cases"]}
+    for number, row in enumerate(rec["runs"]):
         if row["case_id"] == case_id and repeat in (None, row["repeat"]) \
                 and model in (None, row["model"]):
-            row["reasons"], row["passed"] = list(reasons), False
+            rec["runs"][number] = make_row(row["model"], case_id, row["repeat"], reasons,
+                                           cases[case_id])
     return rec
 
 
@@ -244,7 +280,7 @@ class PassRateTest(unittest.TestCase):
             "PASS offline/model failed-precondition before=3/3 after=3/3 p=1.000",
             "PASS offline/model rate-limit before=3/3 after=3/3 p=1.000",
             "PASS offline/model temporary-overload before=3/3 after=3/3 p=1.000",
-            "compared 4: 1 new failure, 0 recovered, 3 pass, 0 still failing",
+            "compared 4: 1 new failure, 0 worse, 0 recovered, 0 better, 3 pass, 0 still failing",
         ])
 
     def test_labels_on_rates(self):
@@ -256,7 +292,12 @@ class PassRateTest(unittest.TestCase):
             # Flaky on both sides, on other repeats: judged per repeat this was a
             # NEW_FAILURE at repeat 0; on rates it is a case still failing.
             ([1], [0], "STILL_FAILING", 0),
-            ([0, 1, 2], [0], "STILL_FAILING", 0),
+            ([0, 1, 2], [0], "BETTER", 0),
+            ([0, 1, 2], [0, 1, 2], "STILL_FAILING", 0),
+            # The gate is monotone: a falling rate fails it even when some
+            # repeat failed before (2/3 -> 0/3 and 2/3 -> 1/3 are WORSE).
+            ([1], [0, 1, 2], "WORSE", 1),
+            ([1], [0, 2], "WORSE", 1),
         ]
         for before_fails, after_fails, name, exit_code in table:
             with self.subTest(before=before_fails, after=after_fails):
@@ -342,7 +383,8 @@ class CautionTest(Files, unittest.TestCase):
         after = self.write("after.json", dict(record(), created_at="2026-03-01T00:00:00+00:00"))
         code, output, _ = self.main(before, after)
         self.assertEqual(code, 0)
-        first = output.splitlines()[0]
+        self.assertEqual(output.splitlines()[0], f"comparing BEFORE {before} with AFTER {after}")
+        first = output.splitlines()[1]
         self.assertTrue(first.startswith(f"CAUTION: BEFORE ({before}, 2026-03-02T00:00:00+00:00)"
                                          f" is newer than AFTER ({after}, "), first)
         swapped = first.split("; if so, run: ")[1]
@@ -381,6 +423,7 @@ class SwitchTest(Files, unittest.TestCase):
         code, output, _ = self.main(before, after, "--switch", f"{self.OLD}={self.NEW}")
         self.assertEqual(code, 1)
         self.assertEqual(output.splitlines(), [
+            f"comparing BEFORE {before} with AFTER {after}",
             f"NEW_FAILURE {self.OLD}->{self.NEW} ambiguous-payment 0 before= [] "
             "after= ['wrong_code']",
             f"PASS {self.OLD}->{self.NEW} failed-precondition 0 before= [] after= []",
@@ -396,14 +439,14 @@ class SwitchTest(Files, unittest.TestCase):
         code, output, _ = self.main(self.write("run.json", run), "--switch", "a=b")
         self.assertEqual(code, 1)
         self.assertEqual([line.split()[:3] for line in output.splitlines()[:-1]], [
-            ["PASS", "a->b", "ambiguous-payment"], ["PASS", "a->b", "failed-precondition"],
+            ["comparing", "models", "of"], ["PASS", "a->b", "ambiguous-payment"], ["PASS", "a->b", "failed-precondition"],
             ["NEW_FAILURE", "a->b", "rate-limit"], ["PASS", "a->b", "temporary-overload"]])
 
     def test_swapped_files_turn_the_switch_round_in_the_printed_command(self):
         before = self.write("b.json", make_record(models=("a",), created_at="2026-03-02"))
         after = self.write("a.json", make_record(models=("b",), created_at="2026-03-01"))
         _, output, _ = self.main(before, after, "--switch", "a=b")
-        swapped = shlex.split(output.splitlines()[0].split("; if so, run: ")[1])
+        swapped = shlex.split(output.splitlines()[1].split("; if so, run: ")[1])
         self.assertEqual(swapped[-4:], [after, before, "--switch", "b=a"])
         result = subprocess.run(swapped, capture_output=True, text=True, timeout=120,
                                 env=clean_env())
@@ -411,7 +454,7 @@ class SwitchTest(Files, unittest.TestCase):
 
     def test_pass_rates_across_a_switch(self):
         before = make_record(models=("a",), repeats=3)
-        after = make_record(models=("b",), repeats=3, failing={("b", "rate-limit", 2): ["x"]})
+        after = make_record(models=("b",), repeats=3, failing={("b", "rate-limit", 2): ["wrong_code"]})
         code, lines = compare(before, after, [("a", "b")])
         self.assertEqual(code, 1)
         self.assertIn("NEW_FAILURE a->b rate-limit before=3/3 after=2/3 p=0.500", lines)
@@ -582,9 +625,15 @@ class DemoTest(unittest.TestCase):
 
 
 class CliTest(Files, unittest.TestCase):
-    def test_exit_0_for_no_new_failure_even_on_one_file_twice(self):
+    def test_one_record_given_twice_is_not_comparable(self):
         path = self.write("a.json", record())
-        self.assertEqual(self.main(path, path)[0], 0)
+        copy_ = self.write("copy.json", read_text(path))
+        for pair in ((path, path), (path, copy_)):
+            with self.subTest(pair=pair):
+                code, output, _ = self.main(*pair)
+                self.assertEqual(code, 2)
+                self.assertTrue(output.startswith("NOT_COMPARABLE: BEFORE and AFTER are the "
+                                                  "same record"), output)
 
     def test_exit_1_for_a_new_failure(self):
         before = self.write("b.json", record())
@@ -652,8 +701,9 @@ class CliTest(Files, unittest.TestCase):
 
     def test_an_internal_error_exits_2_with_the_traceback_and_one_line(self):
         path = self.write("a.json", record())
+        later = self.write("b.json", dict(record(), created_at="2026-03-02T00:00:00+00:00"))
         with mock.patch.object(compare_runs, "comparison", side_effect=RuntimeError("boom")):
-            code, output, errors = self.main(path, path)
+            code, output, errors = self.main(path, later)
         self.assertEqual(code, 2)
         self.assertEqual(output, "")
         self.assertIn("Traceback", errors)
@@ -793,18 +843,20 @@ class CompareFuzzTest(unittest.TestCase):
         rng = random.Random(20261130)
         junk = [None, 0, -1, 1.5, 10 ** 9, "", "x", [], {}, True, [None], {"a": 1}]
         valid = {  # values each row field may hold in a valid record
+            "seconds": [None, 0, 1.5, 10 ** 9],
+            "extra": junk,
+        }
+        edits = {  # evidence a verdict follows from: an edit is refused, never trusted
             "answer_text": [None, "", "x", "\x1b[2J\nNEW_FAILURE fake"],
             "response": [None, {}, {"a": 1}],
-            "seconds": [None, 0, 1.5, 10 ** 9],
             "cost_usd": [None, "0", "0.5"],
-            "extra": junk,
         }
 
         def breaking(record):
             """Mutations that make a record malformed: each must be NOT_COMPARABLE."""
             config, runs = record["config"], record["runs"]
             row = rng.choice(runs)
-            choice = rng.randrange(12)
+            choice = rng.randrange(13)
             if choice == 0:
                 config["models"] = rng.choice([j for j in junk if j != [MODEL]])
             elif choice == 1:
@@ -818,7 +870,7 @@ class CompareFuzzTest(unittest.TestCase):
             elif choice == 5:
                 row["reasons"] = rng.choice([None, "wrong_code", [1], {}, [None]])
             elif choice == 6:
-                row["error"] = rng.choice(["APIStatusError", 1, True, ["x"]])
+                row["error"] = rng.choice(["APIStatusError", 1, True, ["wrong_code"]])
             elif choice == 7:
                 # Repeats are numbered from 0: 0 is a row's own repeat, not junk.
                 row[rng.choice(["model", "case_id", "repeat"])] = rng.choice(
@@ -829,6 +881,9 @@ class CompareFuzzTest(unittest.TestCase):
                 del record[rng.choice(["config", "runs"])]
             elif choice == 10:
                 record["runs"] = rng.choice(junk[:3] + ["x", {}])
+            elif choice == 11:
+                field = rng.choice(sorted(edits))
+                row[field] = rng.choice(edits[field])
             else:
                 return rng.choice(["[]", "null", '"x"', "7"])
             return json.dumps(record)

@@ -15,7 +15,6 @@ import re
 import shutil
 import tempfile
 import unittest
-import urllib.parse
 
 import evidence_page
 from testing import CHROMIUM, dump_dom
@@ -61,23 +60,6 @@ SNIPPETS = {
                "of the method, or some means to detect that the original request was never "
                "applied to the server.",
 }
-
-
-def rfc_document(url):
-    """A stand-in for regression.rfc_document with the same accepted shapes."""
-    if not isinstance(url, str) or any(c.isspace() or not c.isprintable() for c in url):
-        return None
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return None
-    if parts.scheme != "https" or parts.netloc.lower() not in ("rfc-editor.org",
-                                                               "www.rfc-editor.org"):
-        return None
-    if parts.query or "?" in url.partition("#")[0]:
-        return None
-    match = re.fullmatch(r"/rfc/(rfc[0-9]+)(?:\.html|\.txt)?/?", parts.path)
-    return match.group(1) if match else None
 
 
 def answer(code, action, *docs):
@@ -197,7 +179,7 @@ def active_parts(text):
 
 
 def one_row_page(row, **kwargs):
-    return evidence_page.run_page(make_record([row], **kwargs), rfc_document)
+    return evidence_page.run_page(make_record([row], **kwargs))
 
 
 def cite_item(page, url):
@@ -232,7 +214,7 @@ class Escaping(unittest.TestCase):
                 with self.subTest(where=where, text=text):
                     row = make_row(case, MODELS[0])
                     put(row, text)
-                    page = evidence_page.run_page(make_record([row]), rfc_document, title=text)
+                    page = evidence_page.run_page(make_record([row]), title=text)
                     self.assertNotIn(text, page)
                     self.assertIn(html.escape(text, quote=True), page)
 
@@ -241,7 +223,7 @@ class Escaping(unittest.TestCase):
         record["config"]["cases"] = copy.deepcopy(CASES)
         record["config"]["cases"][3]["question"] = HOSTILE[1]
         page = evidence_page.comparison_page(record, record, comparison_items(record, record),
-                                             [HOSTILE[0]], rfc_document)
+                                             [HOSTILE[0]])
         for text in HOSTILE[:2]:
             with self.subTest(text=text):
                 self.assertNotIn(text, page)
@@ -278,10 +260,9 @@ class Escaping(unittest.TestCase):
 
     def test_nothing_on_the_page_can_load_anything(self):
         record = realistic_record()
-        run = evidence_page.run_page(record, rfc_document)
+        run = evidence_page.run_page(record)
         compare = evidence_page.comparison_page(record, realistic_record(failing_repeats=()),
-                                                comparison_items(record, record), ["x"],
-                                                rfc_document)
+                                                comparison_items(record, record), ["x"])
         for name, page in (("run", run), ("comparison", compare)):
             with self.subTest(page=name):
                 self.assertIn('<meta charset="utf-8">', page)
@@ -346,7 +327,7 @@ class Citations(unittest.TestCase):
 
 class RunPage(unittest.TestCase):
     def test_failing_rows_come_first_and_open_passing_ones_collapsed(self):
-        page = evidence_page.run_page(realistic_record(), rfc_document)
+        page = evidence_page.run_page(realistic_record())
         failing = page.index('<details class="row fail" open>')
         self.assertLess(failing, page.index('<details class="row pass">'))
         self.assertLess(page.index("Failing: 1 case"), page.index("Passing: 7 case"))
@@ -355,21 +336,21 @@ class RunPage(unittest.TestCase):
         self.assertNotIn('<details class="group pass" id="g0" open', page)
 
     def test_within_a_group_failing_repeats_precede_passing_ones(self):
-        page = evidence_page.run_page(realistic_record(failing_repeats=(2,)), rfc_document)
+        page = evidence_page.run_page(realistic_record(failing_repeats=(2,)))
         group = page[page.index("Failing: "):page.index("Passing: ")]
         self.assertLess(group.index("repeat 2 · "), group.index("repeat 0 · "))
 
     def test_grid_shows_pass_rates_and_flaky(self):
-        page = evidence_page.run_page(realistic_record(), rfc_document)
+        page = evidence_page.run_page(realistic_record())
         self.assertIn('<td class="flaky"><a href="#g7">1/3 FLAKY</a></td>', page)
         self.assertIn('<td class="pass"><a href="#g0">3/3</a></td>', page)
         everyone_fails = realistic_record(failing_repeats=(0, 1, 2))
-        self.assertIn(">0/3</a>", evidence_page.run_page(everyone_fails, rfc_document))
+        self.assertIn(">0/3</a>", evidence_page.run_page(everyone_fails))
 
     def test_verdict_names_qualification_cost_and_exit_code(self):
         record = realistic_record()
         record["summary"]["models"][MODELS[0]]["reported_cost_usd"] = None
-        page = evidence_page.run_page(record, rfc_document)
+        page = evidence_page.run_page(record)
         self.assertIn("Verdict: REGRESSION</strong>: a check failed (exit 1); not qualified: "
                       f"<code>{MODELS[1]}</code>. The run is complete.", page)
         self.assertIn('<span class="tag no">NO</span>', page)
@@ -378,13 +359,13 @@ class RunPage(unittest.TestCase):
         self.assertIn("<td>0.0504 USD</td>", page)
 
     def test_reasons_are_explained_in_plain_words(self):
-        page = evidence_page.run_page(realistic_record(), rfc_document)
+        page = evidence_page.run_page(realistic_record())
         self.assertIn("<code>wrong_next_action</code>: the action differs from the approved "
                       "one (on ambiguous-payment this is the dangerous one", page)
         self.assertIn("<code>wrong_code</code>: the status code differs", page)
 
     def test_row_shows_question_answer_and_facts(self):
-        page = evidence_page.run_page(realistic_record(), rfc_document)
+        page = evidence_page.run_page(realistic_record())
         facts = ("<tr><th>status</th><th>cost</th><th>seconds</th><th>attempts</th>"
                  "<th>waited seconds</th></tr><tr><td>completed</td><td>0.0042 USD</td>"
                  "<td>12.35</td><td>1</td><td>0.00</td></tr>")
@@ -439,8 +420,8 @@ class RunPage(unittest.TestCase):
         for evidence, shown in (("synthetic", True), (None, False), ("live", False)):
             with self.subTest(evidence=evidence):
                 record = realistic_record(evidence=evidence)
-                run = evidence_page.run_page(record, rfc_document)
-                compare = evidence_page.comparison_page(record, record, [], [], rfc_document)
+                run = evidence_page.run_page(record)
+                compare = evidence_page.comparison_page(record, record, [], [])
                 self.assertEqual("SYNTHETIC evidence" in run, shown)
                 self.assertEqual("SYNTHETIC evidence" in compare, shown)
 
@@ -496,14 +477,13 @@ class RunPage(unittest.TestCase):
             with self.subTest(garbage=name):
                 record = realistic_record()
                 spoil(record)
-                page = evidence_page.run_page(record, rfc_document)
+                page = evidence_page.run_page(record)
                 self.assertIn("</html>", page)
                 page.encode("utf-8")
                 items = comparison_items(realistic_record(), realistic_record())
                 items[0]["before"] = record.get("runs")
                 items[1].update(label=["x"], p_value="0.1", before_model=None)
-                page = evidence_page.comparison_page(record, None, items + [None], [None],
-                                                     rfc_document)
+                page = evidence_page.comparison_page(record, None, items + [None], [None])
                 self.assertIn("</html>", page)
 
 
@@ -514,13 +494,14 @@ class ComparisonPage(unittest.TestCase):
         self.items = comparison_items(self.before, self.after)
         self.page = evidence_page.comparison_page(
             self.before, self.after, self.items,
-            ["CAUTION: changed regression.py (code_sha256)"], rfc_document)
+            ["CAUTION: changed regression.py (code_sha256)"])
 
     def test_counts_verdict_and_cautions_come_first(self):
         counts = re.findall(r"<strong>(\w+)</strong></td><td>(\d+)</td>", self.page)
-        self.assertEqual(counts, [("NEW_FAILURE", "1"), ("RECOVERED", "0"),
-                                  ("STILL_FAILING", "0"), ("PASS", "7")])
-        self.assertIn("1 new failure: the change broke an approved decision (exit 1)", self.page)
+        self.assertEqual(counts, [("NEW_FAILURE", "1"), ("WORSE", "0"), ("RECOVERED", "0"),
+                                  ("BETTER", "0"), ("STILL_FAILING", "0"), ("PASS", "7")])
+        self.assertIn("1 pass rate fell (NEW_FAILURE or WORSE): the change broke an approved "
+                      "decision (exit 1)", self.page)
         self.assertIn("CAUTION: changed regression.py (code_sha256)", self.page)
         self.assertLess(self.page.index("CAUTION"), self.page.index("NEW_FAILURE: 1"))
 
@@ -541,24 +522,23 @@ class ComparisonPage(unittest.TestCase):
         row.update(answer_text=answer("429", "wait_then_retry", "rfc9110"), passed=False,
                    reasons=["primary_reference_missing"])
         page = evidence_page.comparison_page(self.before, after,
-                                             comparison_items(self.before, after), [],
-                                             rfc_document)
+                                             comparison_items(self.before, after), [])
         self.assertIn('<td class="cell wrong changed"><a href="https://www.rfc-editor.org/rfc/'
                       'rfc9110" rel="noreferrer noopener">rfc9110</a> <span class="tag changed">',
                       page)
 
     def test_still_failing_is_collapsed_and_pass_is_a_table(self):
         items = comparison_items(self.after, self.after)
-        page = evidence_page.comparison_page(self.after, self.after, items, [], rfc_document)
+        page = evidence_page.comparison_page(self.after, self.after, items, [])
         self.assertIn('<details class="group flaky"><summary><strong class="flaky">'
                       "STILL_FAILING</strong>", page)
-        self.assertIn("no new failure (exit 0)", page)
+        self.assertIn("no pass rate fell (exit 0)", page)
         self.assertIn("PASS: 7 items passed both times", page)
 
     def test_a_model_switch_names_both_models(self):
         items = copy.deepcopy(self.items)
         items[0]["after_model"] = "chat:sonar-pro"
-        page = evidence_page.comparison_page(self.before, self.after, items, [], rfc_document)
+        page = evidence_page.comparison_page(self.before, self.after, items, [])
         self.assertIn(f"<code>{MODELS[0]} → chat:sonar-pro</code>", page)
 
 
@@ -596,7 +576,7 @@ class Browser(unittest.TestCase):
             self.assertTrue(href.startswith(("#", "https://www.rfc-editor.org/rfc/")), href)
 
     def test_the_run_page_in_chromium(self):
-        dom = self.render(evidence_page.run_page(self.hostile_record(), rfc_document))
+        dom = self.render(evidence_page.run_page(self.hostile_record()))
         for text in [case["id"] for case in CASES] + MODELS + [
                 "wrong_next_action", "wait_then_retry", "1/3 FLAKY", "Verdict:",
                 html.escape(HOSTILE[1]), html.escape(HOSTILE[0]), "javascript:alert(1)"]:
@@ -608,8 +588,7 @@ class Browser(unittest.TestCase):
         before = realistic_record(failing_repeats=())
         after = self.hostile_record()
         dom = self.render(evidence_page.comparison_page(
-            before, after, comparison_items(before, after), ["CAUTION: changed sdk_version"],
-            rfc_document))
+            before, after, comparison_items(before, after), ["CAUTION: changed sdk_version"]))
         for text in ["ambiguous-payment", MODELS[1], "NEW_FAILURE", "3/3 → 1/3 FLAKY",
                      "CAUTION: changed sdk_version", html.escape(HOSTILE[1])]:
             with self.subTest(text=text):

@@ -24,6 +24,8 @@ import httpx
 from perplexity import Perplexity
 from perplexity.generated.api import ApiChatCompletionsRequestInput
 
+import checker
+import record
 import regression
 import sending
 import simulated_api
@@ -1134,9 +1136,10 @@ class TrustTest(Harness):
         self.main()
         saved = self.record()
         table = [("no response", dict(response=None, reasons=["wrong_next_action"],
-                                      passed=False)),
-                 ("an empty error", dict(error="", reasons=["execution_error"], passed=False))]
-        for name, change in table:
+                                      passed=False), "no saved response"),
+                 ("an empty error", dict(error="", reasons=["execution_error"], passed=False),
+                  "execution_error but no error")]
+        for name, change, reason in table:
             with self.subTest(name):
                 edited = json.loads(json.dumps(saved))
                 edited["runs"][0].update(change)
@@ -1145,7 +1148,7 @@ class TrustTest(Harness):
                 sent = len(self.state["requests"])
                 code, _, errors = self.main("--resume", path, out=False)
                 self.assertEqual(code, 2)
-                self.assertIn("no saved response", errors)
+                self.assertIn(reason, errors)
                 self.assertEqual(len(self.state["requests"]), sent)
 
     def test_resume_takes_the_lock_before_it_reads_the_record(self):
@@ -1332,7 +1335,9 @@ class InstructionsAndRegradeTest(Harness):
         strict = lambda case, raw, text: ["wrong_code"] if case["id"] == "rate-limit" else []
         no_client = mock.patch.object(regression, "Perplexity",
                                       side_effect=AssertionError("a regrade needs no client"))
-        with mock.patch.object(regression, "check", strict), no_client, \
+        # A checker edited since the run: another check(), another checker_sha256.
+        with mock.patch.object(checker, "check", strict), no_client, \
+                mock.patch.object(record, "checker_sha256", lambda: "0" * 64), \
                 mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": ""}):
             code, output, _ = self.main("--regrade", self.out, "--out", new, out=False)
         self.assertEqual(code, 1)

@@ -1,7 +1,8 @@
 """The words both scripts and every view share, defined once.
 
-    LABELS    the four verdicts of a comparison, in the order they are counted
-              (BY_CONCERN: the order a view lists them, changes first)
+    LABELS    the six verdicts of a comparison, in the order they are counted
+              (BY_CONCERN: the order a view lists them, changes first);
+              label() picks one, MEANINGS says what each means
     p_text    how a p-value is written on every view (never a misleading 0.000)
     Parser    argparse with one-line usage errors (CI logs read best that way)
 
@@ -10,12 +11,24 @@ It imports nothing of the project, so any module may import it.
 
 import argparse
 
-# NEW_FAILURE: passed before, fails now; RECOVERED: the reverse; PASS: passed
-# both times; STILL_FAILING: failed both times. The words are an interface:
-# CI logs and scripts grep for them, so they appear only on labelled lines.
-LABELS = ("NEW_FAILURE", "RECOVERED", "PASS", "STILL_FAILING")
-NEW_FAILURE, RECOVERED, PASS, STILL_FAILING = LABELS
-BY_CONCERN = (NEW_FAILURE, RECOVERED, STILL_FAILING, PASS)  # how views list them: changes first
+# The labels of a compared (model, case), judged on its pass rate over the
+# repeats, before and after. The words are an interface: CI logs and scripts
+# grep for them, so they appear only on labelled lines.
+LABELS = ("NEW_FAILURE", "WORSE", "RECOVERED", "BETTER", "PASS", "STILL_FAILING")
+NEW_FAILURE, WORSE, RECOVERED, BETTER, PASS, STILL_FAILING = LABELS
+MEANINGS = {  # what each label says, for every view that explains them
+    NEW_FAILURE: "passed every time before, fails at least once now: the change broke "
+                 "an approved decision",
+    WORSE: "failed some of the time before and fails more often now",
+    RECOVERED: "failed at least once before, passes every time now",
+    BETTER: "fails less often than before, but still fails",
+    PASS: "passed every time, before and now",
+    STILL_FAILING: "fails as often as before",
+}
+GATING = (NEW_FAILURE, WORSE)  # a lower pass rate: the comparison exits 1
+BY_CONCERN = (NEW_FAILURE, WORSE, RECOVERED, BETTER, STILL_FAILING, PASS)  # changes first
+COUNT_WORDS = {NEW_FAILURE: "new failure", WORSE: "worse", RECOVERED: "recovered",
+               BETTER: "better", PASS: "pass", STILL_FAILING: "still failing"}
 SMALL_P = 0.001  # p-values below this are written in exponent form, never as 0.000
 
 
@@ -24,6 +37,23 @@ def p_text(p_value):
     if p_value is None:
         return "-"
     return f"{p_value:.3f}" if p_value >= SMALL_P else f"{p_value:.1e}"
+
+
+def label(before_passed, before_runs, after_passed, after_runs):
+    """The label of one (model, case) from its passes and runs before and after.
+
+    Monotone: whenever the pass rate after is lower than before, the label
+    is one of GATING, so a falling rate can never pass the gate. Rates are
+    compared exactly (cross-multiplied), whatever the numbers of runs.
+    """
+    before_all, after_all = before_passed == before_runs, after_passed == after_runs
+    if before_all:
+        return PASS if after_all else NEW_FAILURE
+    if after_all:
+        return RECOVERED
+    lower, higher = (after_passed * before_runs < before_passed * after_runs,
+                     after_passed * before_runs > before_passed * after_runs)
+    return WORSE if lower else BETTER if higher else STILL_FAILING
 
 
 class Parser(argparse.ArgumentParser):
