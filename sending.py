@@ -36,6 +36,9 @@ PAUSE_SLICE = 0.2  # seconds between looks at a stop while a 429 pause runs
 MESSAGE_LIMIT = 500  # characters of an API error message kept in a row
 MIN_SECRET_LENGTH = 8  # shorter "keys" would redact ordinary words in evidence
 ESCAPED = re.compile(r"\\u([0-9a-fA-F]{4})|\\/")  # JSON escapes a key could hide behind
+# A [REDACTED] left by the key's own redaction is taken whole as (part of) the
+# token: stopping at its "]" would leave that bracket behind, one more each pass.
+BEARER = re.compile(r"(?i)(bearer\s+)(?:\[REDACTED\]|[^\s'\",;}\]])+")
 
 # --------------------------------------------------------------------------
 # Pure: retry waits and redaction.
@@ -86,9 +89,10 @@ def redact_key(text, secrets):
 
 
 def redact(text, secrets):
-    """text without the API key or anything shaped like a bearer token or key."""
+    """text without the API key or anything shaped like a bearer token or key;
+    redacting it again changes nothing."""
     text = redact_key(text, secrets)
-    text = re.sub(r"(?i)(bearer\s+)[^\s'\",;}\]]+", r"\1[REDACTED]", text)
+    text = BEARER.sub(r"\1[REDACTED]", text)
     return re.sub(r"(?i)pplx-[A-Za-z0-9_\-]+", "[REDACTED]", text)
 
 
@@ -261,18 +265,22 @@ class RetryingClient:
                 return response
             except Exception as exc:
                 status = getattr(exc, "status_code", None)
+                seconds = self.wait_seconds(exc) if status in RETRY_STATUSES else None
+                if status == 429:
+                    # The account is limited: hold every new start now, retried or
+                    # not, before this request can end and free its slot for one.
+                    self.pause.hold(seconds)
                 if status not in RETRY_STATUSES or self.attempts > self.retries:
                     self.error_message = error_message(exc, self.secrets)
                     raise
-                self.wait(exc, status)
+                self.wait(exc, status, seconds)
 
-    def wait(self, exc, status):
+    def wait_seconds(self, exc):
         headers = getattr(getattr(exc, "response", None), "headers", None) or {}
         seconds = retry_after_seconds(headers.get("retry-after"), datetime.now(timezone.utc))
-        if seconds is None:
-            seconds = backoff_seconds(self.attempts)
-        if status == 429:  # the account is limited: hold every new start
-            self.pause.hold(seconds)
+        return backoff_seconds(self.attempts) if seconds is None else seconds
+
+    def wait(self, exc, status, seconds):
         warn(f"waiting {seconds:.1f}s: the API answered {status} for {self.label} "
              f"(attempt {self.attempts} of {self.retries + 1})")
         if self.pause.sleep(seconds):  # stopping: the API did not process it, nothing lost
