@@ -58,19 +58,23 @@ EXIT_WORDS = {
     1: ("REGRESSION", "a check failed (exit 1)"),
     2: ("NO VERDICT", "the run is incomplete or hit an execution error (exit 2)"),
 }
+# Tables scroll in their own box and long words wrap, so a 400 px phone screen
+# shows every column of a page, never a cut-off one.
 STYLE = """
 :root{--pass:#1a7f37;--pass-bg:#dafbe1;--fail:#cf222e;--fail-bg:#ffebe9;
 --flaky:#9a6700;--flaky-bg:#fff8c5;--line:#d0d7de;--muted:#57606a;--soft:#f6f8fa}
 *{box-sizing:border-box}
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1f2328;
-margin:0 auto;padding:20px 28px 60px;max-width:1400px;background:#fff}
+margin:0 auto;padding:20px 28px 60px;max-width:1400px;background:#fff;
+overflow-wrap:break-word}
 h1{font-size:1.6em;margin:0 0 4px}h2{font-size:1.2em;margin:28px 0 10px;
 border-bottom:1px solid var(--line);padding-bottom:4px}h3{font-size:1em;margin:12px 0 6px}
 .meta{color:var(--muted);margin:0 0 12px}.meta code{font-size:.9em}
 .banner{background:var(--flaky-bg);border:2px solid var(--flaky);color:#4d2d00;
 padding:8px 12px;border-radius:6px;font-weight:600}
 .verdict{font-size:1.15em;padding:10px 14px;border-radius:6px;border:1px solid}
-table{border-collapse:collapse;margin:6px 0 12px}
+table{border-collapse:collapse;margin:6px 0 12px;display:block;max-width:100%;
+overflow-x:auto}
 th,td{border:1px solid var(--line);padding:4px 9px;text-align:left;vertical-align:top}
 th{background:var(--soft);font-weight:600}
 .grid td{text-align:center;font-weight:600;min-width:120px}
@@ -104,11 +108,11 @@ code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 ul.plain{list-style:none;padding:0;margin:4px 0}ul.plain>li{margin:4px 0}
 .results li{border-top:1px dashed var(--line);padding-top:4px}
 .snippet{color:#424a53;font-size:.92em}
-.pair{display:grid;grid-template-columns:1fr 1fr;gap:14px}
+.pair{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:14px}
 .cell.wrong{background:var(--fail-bg);color:var(--fail);font-weight:600}
 .cell.changed{outline:2px solid #8250df;outline-offset:-2px}
 .small{font-size:.85em;color:var(--muted)}
-@media (max-width:900px){.pair{grid-template-columns:1fr}body{padding:12px}}
+@media (max-width:900px){.pair{grid-template-columns:minmax(0,1fr)}body{padding:12px}}
 """
 
 
@@ -188,8 +192,7 @@ def cost(value):
 
 def page(title, body):
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-        f"{reports.HTML_MARK}\n"
+        f"{reports.HTML_START}\n"  # first: only a file that begins so is replaced
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
         '<meta name="referrer" content="no-referrer">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'

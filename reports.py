@@ -17,12 +17,24 @@ import xml.etree.ElementTree as ET
 
 from vocabulary import BY_CONCERN, p_text
 
-SUITES_NAME = "agent regression runner"  # marks a JUnit file as ours: only ours is replaced
-HTML_MARK = '<meta name="generator" content="agent regression runner">'  # likewise for pages
-MARKS = {"junit": f'<testsuites name="{SUITES_NAME}"'.encode(), "html": HTML_MARK.encode()}
-MARK_BYTES = 4096  # where a report's mark must appear
+SUITES_NAME = "agent regression runner"
+XML_DECLARATION = '<?xml version="1.0" encoding="UTF-8"?>\n'
+HTML_MARK = '<meta name="generator" content="agent regression runner">'
+# The first bytes of each view this module or evidence_page writes, and what
+# output_problem demands of a file before it replaces it or appends to it: a
+# file that merely mentions a mark further down (a note, this source) is not ours.
+JUNIT_START = f'{XML_DECLARATION}<testsuites name="{SUITES_NAME}"'
+HTML_START = f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n{HTML_MARK}'
+SUMMARY_MARK = "<!-- agent regression runner summary -->\n"  # GitHub shows no comment
+STARTS = {"junit": JUNIT_START.encode(), "html": HTML_START.encode(),
+          "markdown": SUMMARY_MARK.encode()}
+START_BYTES = 4096  # enough for any start above and the first character of JSON or XML
+TEMP_PREFIX, TEMP_SUFFIX = ".report-", ".tmp"  # short: any name its folder allows still fits
+MARKDOWN_SUFFIXES = (".md", ".markdown")  # the only names a new summary may take
 NOT_MARKDOWN = {".py", ".json", ".xml", ".html", ".htm", ".toml", ".yml", ".yaml", ".txt",
-                ".csv", ".js", ".sh"}  # a Markdown summary is never appended to these
+                ".csv", ".js", ".sh"}  # named in the refusal, so the reader sees why
+NAME_PROBLEM = ("a new Markdown summary needs a name ending in .md or .markdown; "
+                "name a new .md file")
 # Characters that could corrupt a view or hide text: C0/C1 controls (an ANSI
 # \x1b, a NUL: invalid XML, terminal escapes), zero-width and bidi overrides
 # (Trojan Source), line separators, and lone surrogates (not even UTF-8).
@@ -96,7 +108,7 @@ def junit_xml(rows, plan, models):
             suite.set(key, str(value))
         suite.set("time", f"{total_time:.3f}")
     ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    return XML_DECLARATION + ET.tostring(root, encoding="unicode") + "\n"
 
 
 def cell(text):
@@ -144,7 +156,7 @@ def run_markdown(title, result, rows, cases, verdict):
                 text += ": " + ", ".join(reasons)
             line.append(text)
         grid.append(line)
-    return "\n\n".join([
+    return SUMMARY_MARK + "\n\n".join([
         f"## {cell(title)}",
         f"**{cell(verdict)}**",
         table(["model", "passed", "qualified", "reported cost", "median s"], totals),
@@ -182,7 +194,7 @@ def compare_markdown(title, items, cautions):
                            listed))
     else:
         parts.append("Every compared case passed both times.")
-    return "\n\n".join(parts) + "\n\n"
+    return SUMMARY_MARK + "\n\n".join(parts) + "\n\n"
 
 
 # --------------------------------------------------------------------------
@@ -193,18 +205,28 @@ def compare_markdown(title, items, cautions):
 def output_problem(path, kind):
     """Why a report of kind "junit", "markdown" or "html" may not go to path, or None.
 
-    JUnit and HTML reports replace only an earlier report of ours; Markdown is
-    appended only to a plain text file. A record, an XML file of another tool
-    or an empty name is refused before the run sends anything.
+    A file is written only where that can harm nothing: JUnit and HTML reports
+    replace only a file that begins as this tool's report of that kind; a
+    Markdown summary is appended only to $GITHUB_STEP_SUMMARY, to an empty or
+    new .md file, or to a file that begins as this tool's summary. The folder
+    (or the file appended to) is tried for writing, so an unwritable place is
+    refused before the run sends anything.
     """
     if not path:
         return ("the path is empty (outside GitHub Actions $GITHUB_STEP_SUMMARY is not "
                 "set); name a file")
+    folder = os.path.dirname(os.path.abspath(path))
     try:
         info = os.stat(path)
     except FileNotFoundError:
-        folder = os.path.dirname(os.path.abspath(path))
-        return None if os.path.isdir(folder) else f"folder {folder} does not exist"
+        if os.path.lexists(path):
+            # Appending would create the link's target, somewhere never checked.
+            return "it is a link to a missing file; name another file"
+        if not os.path.isdir(folder):
+            return f"folder {folder} does not exist; create it or choose another path"
+        if kind == "markdown" and not step_summary(path) and not markdown_name(path):
+            return NAME_PROBLEM
+        return folder_problem(folder)
     except OSError as exc:
         return exc.strerror or str(exc)
     if stat.S_ISDIR(info.st_mode):
@@ -212,18 +234,75 @@ def output_problem(path, kind):
     if not stat.S_ISREG(info.st_mode):
         return "it is not a regular file"
     try:
-        with open(path, "rb") as handle:
-            start = handle.read(MARK_BYTES)
+        if kind == "markdown":
+            # Actions creates $GITHUB_STEP_SUMMARY; earlier steps may have written
+            # their own Markdown there.
+            problem = None if step_summary(path) else markdown_problem(path, file_start(path))
+            return problem or append_problem(path)
+        start = file_start(path)
     except OSError as exc:
         return exc.strerror or str(exc)
-    if kind == "markdown":
-        if start.lstrip()[:1] in (b"{", b"[", b"<"):
-            return "it holds JSON or XML, not Markdown; name another file"
-        if os.path.splitext(path)[1].lower() in NOT_MARKDOWN:
-            return "it is named like code or data, not Markdown; name another file"
-        return None
-    if MARKS[kind] not in start:
+    if not start.startswith(STARTS[kind]):
         return f"it exists and is not a {kind_name(kind)} written by this tool; name a new file"
+    return folder_problem(folder)
+
+
+def markdown_problem(path, start):
+    """Why the existing file path, beginning with start, is not one to append to."""
+    if start.startswith(STARTS["markdown"]):
+        return None
+    if not start:
+        # As good as a new file, and named like one: an empty __init__.py is code.
+        return None if markdown_name(path) else NAME_PROBLEM
+    if start.lstrip()[:1] in (b"{", b"[", b"<"):
+        return ("it holds JSON or XML, not a Markdown summary written by this tool; "
+                "name a new .md file")
+    if os.path.splitext(path)[1].lower() in NOT_MARKDOWN:
+        return ("it is named like code or data, not a Markdown summary written by this tool; "
+                "name a new .md file")
+    return "it exists and is not a Markdown summary written by this tool; name a new .md file"
+
+
+def file_start(path):
+    with open(path, "rb") as handle:
+        return handle.read(START_BYTES)
+
+
+def markdown_name(path):
+    return path.lower().endswith(MARKDOWN_SUFFIXES)
+
+
+def step_summary(path):
+    """True when path is the file GitHub Actions named in $GITHUB_STEP_SUMMARY."""
+    named = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not named:
+        return False
+    try:
+        return os.path.samefile(path, named)
+    except OSError:  # not created yet: compare the names
+        return os.path.realpath(path) == os.path.realpath(named)
+
+
+def folder_problem(folder):
+    """Why no file can be created in folder, found by creating one: os.access
+    judges by mode bits and the real user, so it says yes to root where an
+    immutable folder, a quota or a container's limits still refuse."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=folder)
+    except OSError as exc:
+        return f"cannot write in folder {folder} ({exc.strerror or exc}); choose another path"
+    os.close(fd)
+    os.unlink(probe)
+    return None
+
+
+def append_problem(path):
+    """Why path cannot be opened for appending; opening it writes nothing."""
+    try:
+        with open(path, "ab"):
+            pass
+    except OSError as exc:
+        return f"cannot write to it ({exc.strerror or exc}); choose another path"
     return None
 
 
@@ -237,7 +316,7 @@ def write_replacing(path, text):
     The temporary file has a short name of its own, so any name that fits in
     its folder can be written.
     """
-    fd, temp = tempfile.mkstemp(prefix=".report-", suffix=".tmp",
+    fd, temp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX,
                                 dir=os.path.dirname(os.path.abspath(path)))
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

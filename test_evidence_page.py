@@ -2,8 +2,9 @@
 
     python -W error -m unittest -v test_evidence_page
 
-The browser test renders both pages in headless Chromium (skipped when no
-chromium binary is installed) and reads the DOM a reader would see.
+The browser tests render both pages in headless Chromium (skipped when no
+chromium binary is installed): the DOM a reader would see, and whether a page
+fits a phone's screen.
 """
 
 import copy
@@ -595,6 +596,74 @@ class Browser(unittest.TestCase):
                 self.assertIn(text, dom)
         self.assert_inert(dom)
 
+
+# A page holding the evidence page in a frame {width} px wide (headless Chromium
+# keeps its window at least 500 px wide). Once all is loaded it opens every
+# <details>, so a closed one hides no overflow, measures the page from outside
+# (the page's own policy forbids scripts, and stays in force) and writes what
+# it found into its own DOM, which Chromium dumps.
+FRAME = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>
+<iframe id="page" width="{width}" height="900" style="border:0" srcdoc="{page}"></iframe>
+<script>
+addEventListener("load", () => {{
+  const frame = document.getElementById("page"), doc = frame.contentDocument;
+  doc.querySelectorAll("details").forEach(d => {{ d.open = true; }});
+  const root = doc.documentElement, width = root.clientWidth;
+  const scrolls = e => /auto|scroll/.test(frame.contentWindow.getComputedStyle(e).overflowX);
+  const inScroller = e => {{
+    for (let a = e.parentElement; a; a = a.parentElement) if (scrolls(a)) return true;
+    return false;
+  }};
+  // Past the right edge, or holding text that runs past its own.
+  const wide = [...doc.body.querySelectorAll("*")].filter(e => !inScroller(e) && (
+    e.getBoundingClientRect().right > width + 0.5 ||
+    (!scrolls(e) && e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1)));
+  document.body.setAttribute("data-fit", JSON.stringify({{
+    width, scrollWidth: root.scrollWidth,
+    wide: wide.slice(0, 5).map(e => `${{e.tagName}}.${{e.className}}: ` +
+                                     e.textContent.slice(0, 60))}}));
+}});
+</script></body></html>
+"""
+
+
+@unittest.skipUnless(CHROMIUM, "no chromium binary on PATH (apt-get install chromium)")
+class NarrowScreenBrowserTest(unittest.TestCase):
+    """A reviewer on a phone: every column can be reached, none is cut off."""
+
+    WIDTH = 400
+
+    def fit(self, page):
+        """What FRAME measured of page shown WIDTH px wide."""
+        folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder, True)
+        path = os.path.join(folder, "frame.html")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(FRAME.format(width=self.WIDTH, page=html.escape(page, quote=True)))
+        dom = dump_dom(path, os.path.join(folder, "profile"))
+        found = re.search(r'<body[^>]* data-fit="([^"]*)"', dom)
+        self.assertIsNotNone(found, "the measuring script did not run")
+        return json.loads(html.unescape(found.group(1)))
+
+    def test_both_pages_fit_a_400px_screen(self):
+        before = realistic_record(failing_repeats=())
+        after = realistic_record()
+        long_word = "x" * 400  # no space to wrap at
+        row = after["runs"][0]
+        row.update(answer_text=long_word, passed=False, reasons=["invalid_json"])
+        row["response"]["output"][0]["results"][0]["url"] = "https://example.com/" + long_word
+        pages = {
+            "run": evidence_page.run_page(after, rfc_document, title="run " + long_word),
+            "comparison": evidence_page.comparison_page(
+                before, after, comparison_items(before, after), ["CAUTION: " + long_word],
+                rfc_document),
+        }
+        for name, page in pages.items():
+            with self.subTest(page=name):
+                fit = self.fit(page)
+                self.assertGreater(fit["width"], self.WIDTH / 2, "the frame did not lay out")
+                self.assertLessEqual(fit["width"], self.WIDTH, "the frame is not narrow")
+                self.assertLessEqual(fit["scrollWidth"], fit["width"], fit["wide"])
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,4 +1,5 @@
-"""The views of a run for CI: JUnit XML and Markdown, from the same clean rows. Offline."""
+"""The views of a run for CI: JUnit XML and Markdown, from the same clean rows, and
+where a view may be written. Offline."""
 
 import contextlib
 import io
@@ -10,9 +11,13 @@ from unittest import mock
 import httpx
 from perplexity import Perplexity
 
+import evidence_page
 import regression
+import reports
 import simulated_api
-from testing import KEY, Harness, read_text as read
+from testing import KEY, Harness, read_text as read, temp_dir, write_text
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 class JunitTest(Harness):
     def junit(self, path):
@@ -85,15 +90,204 @@ class JunitTest(Harness):
 class MarkdownTest(Harness):
     def test_run_summary_appends_and_names_the_failing_case(self):
         self.state["unsafe_models"] = {regression.MODELS[0]}
-        summary = self.write("summary.md", "earlier step\n")
-        self.main("--repeats", "2", "--summary-md", summary)
+        summary = self.write("step_summary", "earlier step\n")
+        with mock.patch.dict(os.environ, {"GITHUB_STEP_SUMMARY": summary}):
+            self.main("--repeats", "2", "--summary-md", summary)
         text = read(summary)
-        self.assertTrue(text.startswith("earlier step\n"))
+        self.assertTrue(text.startswith("earlier step\n" + reports.SUMMARY_MARK))
         self.assertIn(f"| {regression.MODELS[0]} | 6/8 | **no** | $0.0336 |", text)
         self.assertIn("| ambiguous-payment | 0/2: wrong_code, wrong_next_action | 2/2 |", text)
 
     def test_markdown_cells_escape_pipes(self):
         self.assertEqual(regression.reports.cell("a|b\nc"), "a\\|b c")
+
+
+def no_step_summary(test):
+    """An environment without $GITHUB_STEP_SUMMARY, as on a developer's machine,
+    even when the tests themselves run in a GitHub Actions step."""
+    patcher = mock.patch.dict(os.environ)
+    patcher.start()
+    test.addCleanup(patcher.stop)
+    os.environ.pop("GITHUB_STEP_SUMMARY", None)
+
+
+class OutputProblemTest(unittest.TestCase):
+    """Where a report may go: never over or into a file this tool did not write."""
+
+    def setUp(self):
+        no_step_summary(self)
+        self.folder = temp_dir(self)
+
+    def path(self, name):
+        return os.path.join(self.folder, name)
+
+    def write(self, name, text):
+        return write_text(self.path(name), text)
+
+    def assert_untouched(self, check):
+        """check() with the folder's files and their bytes the same after as before."""
+        def snapshot():
+            found = {}
+            for name in os.listdir(self.folder):
+                path = self.path(name)
+                if os.path.isfile(path):
+                    with open(path, "rb") as handle:
+                        found[name] = handle.read()
+                else:
+                    found[name] = None
+            return found
+
+        before = snapshot()
+        result = check()
+        self.assertEqual(snapshot(), before)
+        return result
+
+    def test_files_of_others_are_refused(self):
+        with open(os.path.join(HERE, "reports.py"), encoding="utf-8") as handle:
+            source = handle.read()
+        self.assertIn(reports.HTML_MARK, source[:4096])  # the copy that was once replaced
+        os.mkdir(self.path("sub"))
+        table = [
+            ("Makefile", "all:\n\techo hi\n", "markdown", "is not a Markdown summary"),
+            (".gitignore", "*.pyc\n", "markdown", "is not a Markdown summary"),
+            ("Dockerfile", "FROM python:3.12\n", "markdown", "is not a Markdown summary"),
+            (".bashrc", "export EDITOR=vi\n", "markdown", "is not a Markdown summary"),
+            ("notes.md", "# My notes\n", "markdown", "is not a Markdown summary"),
+            ("tool.py", "print(1)\n", "markdown", "named like code or data"),
+            ("old.json", '{"runs": []}', "markdown", "JSON or XML"),
+            ("new.json", None, "markdown", "ending in .md or .markdown"),
+            ("new.xml", None, "markdown", "ending in .md or .markdown"),
+            ("new.py", None, "markdown", "ending in .md or .markdown"),
+            ("summary", None, "markdown", "ending in .md or .markdown"),
+            ("__init__.py", "", "markdown", "ending in .md or .markdown"),
+            ("reports.py", source, "html", "not a report page written by this tool"),
+            ("copy.html", source, "html", "not a report page written by this tool"),
+            ("marked.html", reports.HTML_MARK + "\n<p>mine</p>", "html", "not a report page"),
+            ("note.xml", "Our reports begin with " + reports.JUNIT_START, "junit",
+             "not a JUnit report written by this tool"),
+            ("empty.xml", "", "junit", "not a JUnit report"),
+            ("s.md", reports.SUMMARY_MARK, "junit", "not a JUnit report"),
+            ("j.xml", reports.JUNIT_START, "html", "not a report page"),
+            ("sub", None, "markdown", "it is a folder"),
+            ("none/r.md", None, "markdown", "does not exist"),
+        ]
+        for name, text, kind, words in table:
+            with self.subTest(name=name, kind=kind):
+                if text is not None:
+                    self.write(name, text)
+                problem = self.assert_untouched(
+                    lambda: reports.output_problem(self.path(name), kind))
+                self.assertIn(words, problem or "")
+                self.assertEqual(len(problem.splitlines()), 1)
+                self.assertTrue(problem.endswith(("file", "path")), problem)
+
+    def test_new_empty_and_own_files_are_accepted(self):
+        junit = reports.junit_xml({}, [], [])
+        page = evidence_page.run_page({}, lambda url: None)
+        table = [
+            ("s.md", None, "markdown"),
+            ("S.MARKDOWN", None, "markdown"),
+            ("empty.md", "", "markdown"),
+            ("earlier.md", reports.SUMMARY_MARK + "## Regression run\n", "markdown"),
+            ("earlier.txt", reports.SUMMARY_MARK + "## Regression run\n", "markdown"),
+            ("j.xml", None, "junit"),
+            ("old.xml", junit, "junit"),
+            ("p.html", None, "html"),
+            ("old.html", page, "html"),
+        ]
+        for name, text, kind in table:
+            with self.subTest(name=name, kind=kind):
+                if text is not None:
+                    self.write(name, text)
+                self.assertIsNone(self.assert_untouched(
+                    lambda: reports.output_problem(self.path(name), kind)))
+
+    def test_the_step_summary_is_accepted_whatever_it_holds(self):
+        table = [
+            ("step_summary_1", "## Earlier step\n\nits own Markdown\n"),
+            ("step_summary_2", '{"json": "from an earlier step"}'),
+            ("step_summary_3", ""),
+            ("step_summary_4", None),  # not created yet
+        ]
+        for name, text in table:
+            with self.subTest(name=name):
+                path = self.path(name) if text is None else self.write(name, text)
+                with mock.patch.dict(os.environ, {"GITHUB_STEP_SUMMARY": path}):
+                    self.assertIsNone(self.assert_untouched(
+                        lambda: reports.output_problem(path, "markdown")))
+                    # Only that very file: its neighbour is judged as any other file.
+                    self.assertIsNotNone(reports.output_problem(self.write("other", "x"),
+                                                                "markdown"))
+
+    def test_an_unwritable_folder_is_refused(self):
+        locked = os.path.join(self.folder, "locked")
+        os.mkdir(locked)
+        os.chmod(locked, 0o555)
+        self.addCleanup(os.chmod, locked, 0o700)
+        # Nothing can be created in /proc, even by root; a read-only folder stops
+        # everyone else.
+        table = [("/proc", None), (locked, "root writes in a read-only folder")]
+        for folder, root_skip in table:
+            for kind, name in (("junit", "r.xml"), ("html", "r.html"), ("markdown", "r.md")):
+                with self.subTest(folder=folder, kind=kind):
+                    if root_skip and os.geteuid() == 0:
+                        self.skipTest(root_skip)
+                    problem = reports.output_problem(os.path.join(folder, name), kind)
+                    self.assertRegex(problem or "", rf"^cannot write in folder {folder} "
+                                                    r"\(.+\); choose another path$")
+
+    def test_an_own_report_in_an_unwritable_folder_is_refused(self):
+        # A report is replaced by a new file in the same folder. /proc/self/fd/N
+        # names an open file of ours in a folder where no file can be created.
+        for kind, text in (("junit", reports.junit_xml({}, [], [])),
+                           ("html", evidence_page.run_page({}, lambda url: None))):
+            with self.subTest(kind=kind), open(self.write("report", text)) as handle:
+                path = f"/proc/self/fd/{handle.fileno()}"
+                self.assertIn("cannot write in folder /proc/self/fd",
+                              reports.output_problem(path, kind) or "")
+
+    def test_an_unwritable_summary_is_refused(self):
+        read_only = self.write("read-only.md", "")
+        os.chmod(read_only, 0o444)
+        # /proc/sys/kernel/ostype opens for reading only, even for root.
+        table = [("/proc/sys/kernel/ostype", None),
+                 (read_only, "root writes in a read-only file")]
+        for path, root_skip in table:
+            with self.subTest(path=path):
+                if root_skip and os.geteuid() == 0:
+                    self.skipTest(root_skip)
+                with mock.patch.dict(os.environ, {"GITHUB_STEP_SUMMARY": path}):
+                    problem = reports.output_problem(path, "markdown")
+                self.assertRegex(problem or "", r"^cannot write to it \(.+\); choose another path$")
+
+    def test_a_link_to_a_missing_file_is_refused(self):
+        # Appending through it would create its target, in a folder never checked.
+        link = self.path("s.md")
+        os.symlink(os.path.join(self.folder, "elsewhere", "target.md"), link)
+        for kind in ("markdown", "junit", "html"):
+            with self.subTest(kind=kind):
+                self.assertEqual(reports.output_problem(link, kind),
+                                 "it is a link to a missing file; name another file")
+
+    def test_the_writers_begin_as_the_check_demands(self):
+        result = {"models": {"m": {"passed": 1, "total": 1, "qualified": True,
+                                   "reported_cost_usd": "0.01",
+                                   "cases": {"c": {"passed": 1, "runs": 1}}}}}
+        rows = [{"model": "m", "case_id": "c", "seconds": 1.0, "reasons": [], "passed": True}]
+        views = [
+            ("run.md", "markdown",
+             reports.run_markdown("Run", result, rows, [{"id": "c"}], "PASS")),
+            ("compare.md", "markdown", reports.compare_markdown("Compare", [], [])),
+            ("j.xml", "junit", reports.junit_xml({0: rows[0]}, [(0, {"id": "c"}, "m")], ["m"])),
+            ("run.html", "html", evidence_page.run_page({}, lambda url: None)),
+            ("compare.html", "html",
+             evidence_page.comparison_page({}, {}, [], [], lambda url: None)),
+        ]
+        for name, kind, text in views:
+            with self.subTest(name=name):
+                self.assertTrue(text.startswith(reports.STARTS[kind].decode()), text[:200])
+                path = self.write(name, text)
+                self.assertIsNone(reports.output_problem(path, kind))
 
 
 if __name__ == "__main__":
