@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-TESTS := test_regression test_record test_compare_runs test_reports test_evidence_page test_hardening
+TESTS := test_regression test_record test_compare_runs test_reports test_evidence_page test_sending test_hardening
 FAST := test_regression test_compare_runs test_reports test_evidence_page
 
 .PHONY: test test-fast demo bench clean

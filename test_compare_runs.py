@@ -510,11 +510,14 @@ class ViewTest(Files, unittest.TestCase):
 
     def test_summary_md_lists_rates_of_a_switch(self):
         summary = self.write("summary.md", "earlier step\n")
-        code, _, _ = self.main(self.before, self.after, "--switch", "a=b",
-                               "--summary-md", summary)
+        # Actions' step summary: another step's Markdown may come first.
+        with mock.patch.dict(os.environ, {"GITHUB_STEP_SUMMARY": summary}):
+            code, _, _ = self.main(self.before, self.after, "--switch", "a=b",
+                                   "--summary-md", summary)
         self.assertEqual(code, 1)
         text = read_text(summary)
-        self.assertTrue(text.startswith("earlier step\n## Comparison: a -> b (synthetic demo)"))
+        self.assertTrue(text.startswith("earlier step\n" + reports.SUMMARY_MARK
+                                        + "## Comparison: a -> b (synthetic demo)"), text[:200])
         self.assertIn("| NEW_FAILURE | 1 |", text)
         self.assertIn("| NEW_FAILURE | a->b | rate-limit | 3/3 | 2/3: wrong_code | 0.500 |", text)
 
