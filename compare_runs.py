@@ -211,16 +211,11 @@ def finish_hint(problem, path, run):
         return ""
     if run.get("evidence", "live") != "live":
         return "; it holds synthetic demo data: make a new demo pair"
-    words = ["--resume", path]
-    execution = run.get("execution") if isinstance(run.get("execution"), dict) else {}
-    budget = spent = None
-    with contextlib.suppress(ArithmeticError, TypeError, ValueError):
-        budget = Decimal(execution["max_cost"]) if execution.get("max_cost") else None
-        spent = sum((Decimal(row["cost_usd"]) for row in run["runs"]
-                     if isinstance(row, dict) and isinstance(row.get("cost_usd"), str)),
-                    Decimal(0))
-    if budget is not None and spent is not None and budget.is_finite():
-        words += ["--max-cost", str(spent + budget)]
+    spent = sum((Decimal(row["cost_usd"]) for row in run["runs"]
+                 if isinstance(row, dict) and not record.cost_problem(row.get("cost_usd"))
+                 and row.get("cost_usd") is not None), Decimal(0))
+    budget = record.raised_budget(run.get("execution"), spent)
+    words = ["--resume", path, *(["--max-cost", budget] if budget else [])]
     hint = command(*words, script="regression.py")
     return f"; finish it first with: {hint}" if hint else "; finish it first with --resume"
 

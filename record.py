@@ -244,7 +244,7 @@ def validate_record(record, complete=True, errors=False):
         edited = own and next((name for name in JUDGED if name in row
                                and row[name] != judged[name]), None)
         if edited:
-            what = (f"has a verdict but no saved response to derive it from"
+            what = ("has a verdict but no saved response to derive it from"
                     if row["response"] is None else
                     f"its saved {edited} does not match its saved response "
                     f"({shown_reasons(row, judged)})")
@@ -278,6 +278,19 @@ def evidence_notes(record, rows, name):
                      "answer_text (no message item in the saved response): that text is "
                      "unreceipted")
     return notes
+
+
+def raised_budget(execution, spent):
+    """After a budget stop, the --max-cost that lets a resume send again: what
+    was spent plus one more budget, as text; None when the record has no budget."""
+    budget = execution.get("max_cost") if isinstance(execution, dict) else None
+    try:
+        budget = Decimal(budget) if isinstance(budget, str) else None
+    except InvalidOperation:
+        return None
+    if budget is None or not budget.is_finite() or budget <= 0:
+        return None
+    return str(spent + budget)
 
 
 @functools.cache

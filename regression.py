@@ -534,6 +534,7 @@ class Run:
     output_error: str = None  # why standard output failed mid-run
     warned_cost: bool = False  # a row without a reported cost was mentioned once
     notes: list = dataclasses.field(default_factory=list)  # how far verdicts rest on receipts
+    saved_execution: dict = None  # a regrade: the regraded record's own execution
 
     def __post_init__(self):
         self.entries = run_order(self.models, self.cases, self.repeats)
@@ -675,6 +676,7 @@ def regrade_run(args, path, secrets):
               execution_of(args), {name: getattr(args, name) for name in REPORTS},
               {where[key]: row for key, row in rows.items()}, secrets, regrade=True)
     run.notes = record.evidence_notes(saved, rows, path)
+    run.saved_execution = saved.get("execution")
     return run
 
 
@@ -811,11 +813,16 @@ def within_budget(run, plan):
         return True
     if plan.stop("budget"):
         run.execution["stopped_for_budget"] = True
-        raised = str(Decimal(limit) * 2)
         warn(f"Stopped: the reported cost ${total} reached --max-cost ${limit}; no new "
-             f"request starts. To go on with a larger budget: "
-             f"{command_hint('--resume', run.out, '--max-cost', raised)}")
+             f"request starts; {plan.in_flight} in flight finish and are saved.")
     return False
+
+
+def resume_command(out, execution, spent):
+    """The command that finishes a record; after a budget stop it raises the budget
+    by one more budget above what was spent, so that it sends the next request."""
+    budget = record.raised_budget(execution, spent)
+    return command_hint("--resume", out, *(["--max-cost", budget] if budget else []))
 
 
 def finish(run, interrupted):
@@ -832,6 +839,9 @@ def finish(run, interrupted):
         warn(f"Interrupted: {len(run.rows)} of {len(run.entries)} rows are saved in "
              f"{run.out}; {hint}")
         return written == wanted
+    if run.execution.get("stopped_for_budget"):  # said now: in-flight rows are counted
+        warn(f"To go on with a larger budget: "
+             f"{resume_command(run.out, run.execution, run.tally.spent()[0])}")
     if run.repeats > 1:
         print("\n".join(pass_rate_lines(result)))
     print(json.dumps(result))  # one line, so the verdict below stays in view
@@ -839,7 +849,7 @@ def finish(run, interrupted):
     if run.regrade and not result["complete"]:
         source = run.head["regraded_from"]["path"]
         print(f"{source} is not complete; regrade it again once it is finished with: "
-              f"{command_hint('--resume', source)}")
+              f"{resume_command(source, run.saved_execution, run.tally.spent()[0])}")
     print(f"Record: {run.out}")
     for name, label in (("junit", "JUnit report"), ("summary_md", "Markdown summary"),
                         ("html", "Evidence page")):

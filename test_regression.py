@@ -17,6 +17,7 @@ import time
 import unittest
 import xml.etree.ElementTree as ET
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from email.utils import format_datetime
 from unittest import mock
 
@@ -1247,16 +1248,28 @@ class TrustTest(Harness):
                 if before is not None:
                     self.assertEqual(read_text(path), before)
 
-    def test_the_budget_stop_is_said_once_and_its_hint_runs(self):
-        self.state["latency"] = 0.05
-        code, _, errors = self.main("--max-cost", "0.01", "--jobs", "4", "--repeats", "2")
+    def test_the_budget_stop_is_said_once_and_its_hint_sends_the_next_request(self):
+        # Eight in flight when 0.01 is reached: $0.0336 is spent, more than twice
+        # the budget, so a hint that only doubled the budget would send nothing.
+        gate, first = threading.Barrier(8, timeout=30), iter(range(8))
+        self.before_request = lambda request: next(first, None) is not None and gate.wait()
+        code, _, errors = self.main("--max-cost", "0.01", "--jobs", "8", "--repeats", "3")
+        self.before_request = None
         self.assertEqual(code, 2)
         self.assertEqual(errors.count("Stopped: the reported cost"), 1)
-        self.state["latency"] = 0
-        code, _, errors = quiet(regression.main, hinted_args(errors, "larger budget: "))
-        self.assertEqual(code, 2)  # 0.02 is reached again, and said again once
-        self.assertEqual(errors.count("Stopped: the reported cost"), 1)
-        self.assertEqual(self.record()["execution"]["max_cost"], "0.02")
+        for round_ in range(2):  # and the command printed by the resume sends again
+            saved = self.record()
+            spent = sum(Decimal(row["cost_usd"]) for row in saved["runs"])
+            budget = Decimal(saved["execution"]["max_cost"])
+            if round_ == 0:
+                self.assertGreater(spent, 2 * budget)  # so doubling would send nothing
+            args = hinted_args(errors, "larger budget: ")
+            self.assertEqual(args[-2:], ["--max-cost", str(spent + budget)])
+            sent = len(self.state["requests"])
+            code, _, errors = quiet(regression.main, args)
+            self.assertGreater(len(self.state["requests"]), sent, f"round {round_}")
+            self.assertEqual((code, errors.count("Stopped: the reported cost")),
+                             (2, 1) if round_ == 0 else (0, 0), errors)
 
     def test_a_report_that_cannot_be_written_exits_2_and_its_hint_writes_it(self):
         folder = self.path("reports")
