@@ -211,10 +211,11 @@ def finish_hint(problem, path, run):
         return ""
     if run.get("evidence", "live") != "live":
         return "; it holds synthetic demo data: make a new demo pair"
-    spent = sum((Decimal(row["cost_usd"]) for row in run["runs"]
-                 if isinstance(row, dict) and not record.cost_problem(row.get("cost_usd"))
-                 and row.get("cost_usd") is not None), Decimal(0))
-    budget = record.raised_budget(run.get("execution"), spent)
+    rows = [row for row in run["runs"] if isinstance(row, dict)]
+    costs = [Decimal(row["cost_usd"]) for row in rows
+             if row.get("cost_usd") is not None and not record.cost_problem(row["cost_usd"])]
+    missing = len(record.plan_keys(run["config"])) - len(rows)
+    budget = record.raised_budget(run.get("execution"), costs, missing)
     words = ["--resume", path, *(["--max-cost", budget] if budget else [])]
     hint = command(*words, script="regression.py")
     return f"; finish it first with: {hint}" if hint else "; finish it first with --resume"

@@ -280,9 +280,13 @@ def evidence_notes(record, rows, name):
     return notes
 
 
-def raised_budget(execution, spent):
-    """After a budget stop, the --max-cost that lets a resume send again: what
-    was spent plus one more budget, as text; None when the record has no budget."""
+def raised_budget(execution, costs, missing):
+    """After a budget stop, the --max-cost that lets a resume finish the record:
+    what was spent, plus the missing rows at twice the dearest row so far (at
+    least one more budget), as text; None when the record has no budget.
+
+    costs: the Decimal costs of the saved rows; missing: rows still to send.
+    """
     budget = execution.get("max_cost") if isinstance(execution, dict) else None
     try:
         budget = Decimal(budget) if isinstance(budget, str) else None
@@ -290,7 +294,8 @@ def raised_budget(execution, spent):
         return None
     if budget is None or not budget.is_finite() or budget <= 0:
         return None
-    return str(spent + budget)
+    rest = 2 * max(costs, default=Decimal(0)) * missing
+    return str(sum(costs, Decimal(0)) + max(budget, rest))
 
 
 @functools.cache

@@ -818,10 +818,11 @@ def within_budget(run, plan):
     return False
 
 
-def resume_command(out, execution, spent):
-    """The command that finishes a record; after a budget stop it raises the budget
-    by one more budget above what was spent, so that it sends the next request."""
-    budget = record.raised_budget(execution, spent)
+def resume_command(out, execution, rows, planned):
+    """The command that finishes a record; after a budget stop it raises the
+    budget enough to finish it (record.raised_budget), so it sends again."""
+    costs = [Decimal(row["cost_usd"]) for row in rows if row["cost_usd"] is not None]
+    budget = record.raised_budget(execution, costs, planned - len(rows))
     return command_hint("--resume", out, *(["--max-cost", budget] if budget else []))
 
 
@@ -841,7 +842,7 @@ def finish(run, interrupted):
         return written == wanted
     if run.execution.get("stopped_for_budget"):  # said now: in-flight rows are counted
         warn(f"To go on with a larger budget: "
-             f"{resume_command(run.out, run.execution, run.tally.spent()[0])}")
+             f"{resume_command(run.out, run.execution, run.rows.values(), len(run.entries))}")
     if run.repeats > 1:
         print("\n".join(pass_rate_lines(result)))
     print(json.dumps(result))  # one line, so the verdict below stays in view
@@ -849,7 +850,7 @@ def finish(run, interrupted):
     if run.regrade and not result["complete"]:
         source = run.head["regraded_from"]["path"]
         print(f"{source} is not complete; regrade it again once it is finished with: "
-              f"{resume_command(source, run.saved_execution, run.tally.spent()[0])}")
+              f"{resume_command(source, run.saved_execution, run.rows.values(), len(run.entries))}")
     print(f"Record: {run.out}")
     for name, label in (("junit", "JUnit report"), ("summary_md", "Markdown summary"),
                         ("html", "Evidence page")):

@@ -22,7 +22,7 @@ import compare_runs
 import record as record_module
 import regression
 import reports
-from testing import HERE, cli, clean_env, quiet, read_text, temp_dir, write_text
+from testing import HERE, Harness, cli, clean_env, quiet, read_text, temp_dir, write_text
 
 MODEL = "offline/model"
 CREATED = "2026-03-01T12:00:00+00:00"
@@ -738,6 +738,21 @@ class UnfinishedRecordTest(unittest.TestCase):
                                   timeout=120)  # exactly as printed
         self.assertEqual(finished.returncode, 0, finished.stderr)
         self.assertEqual(cli("compare_runs.py", done, part, env=env).returncode, 0)
+
+
+class UnfinishedByBudgetTest(Harness):
+    def test_the_finish_command_of_a_record_stopped_by_its_budget_finishes_it(self):
+        done, part = self.path("done.json"), self.path("part.json")
+        self.main("--out", done, out=False)
+        self.main("--out", part, "--max-cost", "0.01", out=False)
+        code, output, _ = quiet(compare_runs.main, [done, part])
+        self.assertEqual(code, 2)
+        self.assertIn("--max-cost", output)  # the kept budget alone would send nothing
+        args = shlex.split(output.rsplit("finish it first with: ", 1)[1].strip())
+        self.assertTrue(os.path.samefile(args[1], regression.__file__), args)
+        code, _, errors = quiet(regression.main, args[2:])
+        self.assertEqual(code, 0, errors)
+        self.assertEqual(quiet(compare_runs.main, [done, part])[0], 0)
 
 
 class ProcessTest(Files, unittest.TestCase):
