@@ -77,7 +77,7 @@ from decimal import Decimal
 import checker
 import record
 from vocabulary import (BETTER, COUNT_WORDS, GATING, LABELS, NEW_FAILURE, WORSE, Parser, label,
-                        p_text)
+                        mend_standard_streams, p_text)
 
 SWITCHABLE = {"instructions", "models", "chat_request"}  # config keys --switch lets differ
 DEMO_MODEL = "offline/model"  # plainly fictional: no model is called
@@ -610,6 +610,7 @@ def complain(line):
 
 
 def main(argv=None):
+    mend_standard_streams()
     if sys.stdout is None:  # started with standard output closed (>&-)
         complain("compare_runs.py: standard output is closed; no verdict")
         return 2

@@ -72,7 +72,7 @@ from checker import (ACTIONS, CASES, CHAT_PREFIX, FORMAT, INSTRUCTIONS, MODELS, 
 from record import MAX_REPEATS
 from sending import (MESSAGE_LIMIT, Interrupts, Pause, Plan, RetryingClient, Terminated,
                      clean, redact, secret_patterns, warn)
-from vocabulary import Parser
+from vocabulary import Parser, mend_standard_streams
 
 # --------------------------------------------------------------------------
 # Part 1: how it is sent. Every value that can change an answer is recorded
@@ -343,16 +343,18 @@ def sdk_version():
 
 def read_file(path, what, limit):
     """The bytes of a small regular file, or ValueError with a one-line reason."""
+    if os.path.isdir(path):  # a folder opens for reading, then fails to read
+        raise ValueError(f"{what} {path} is a folder; give a file")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not hang us
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+                raise ValueError(f"{what} {path} must be a regular file of at most "
+                                 f"{limit >> 10:,} KiB")
+            return handle.read(limit + 1)
     except OSError as exc:
         raise ValueError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
-            raise ValueError(f"{what} {path} must be a regular file of at most "
-                             f"{limit >> 10:,} KiB")
-        return handle.read(limit + 1)
 
 
 def load_cases(path):
@@ -860,6 +862,7 @@ def finish(run, interrupted):
 
 
 def main(argv=None):
+    mend_standard_streams()
     args = parse_args(argv)
     try:
         run = prepare(args)

@@ -245,11 +245,22 @@ class OneRepeatTest(unittest.TestCase):
             ("different repeats", record(), make_record(repeats=2)),
             ("evidence differs", record(), dict(record(), evidence="live")),
             ("after malformed", record(), fail(record(), "rate-limit") | {"runs": []}),
+            ("a case's question differs", record(),
+             make_record(cases=[{**case, "question": case["question"] + " (edited)"}
+                                for case in regression.CASES])),
         ]
         for name, before, after in table:
             with self.subTest(name):
                 with self.assertRaises(ValueError):
                     compare(before, after)
+
+    def test_cases_may_not_differ_even_under_a_switch(self):
+        before = make_record(models=("a",))
+        after = make_record(models=("b",), cases=[{**regression.CASES[0], "expected": "503",
+                                                    "rfc": "rfc9110"}, *regression.CASES[1:]])
+        with self.assertRaises(ValueError) as refused:
+            compare(before, after, [("a", "b")])
+        self.assertIn("configs differ in cases", str(refused.exception))
 
     def test_evidence_defaults_to_live(self):
         before, after = record(), record()

@@ -1379,3 +1379,167 @@ class InstructionsAndRegradeTest(Harness):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class EvidenceTest(Harness):
+    """Every reader derives the verdict from the saved response; edits are refused."""
+
+    unsafe_models = (regression.MODELS[0],)
+
+    def edited(self, change, name="edited.json", drop_last=True):
+        """A copy of the run's record with change(record) applied, saved as name."""
+        saved = self.record()
+        change(saved)
+        if drop_last:
+            saved["runs"].pop()  # something left to resume
+        return self.write(name, json.dumps(saved))
+
+    def readers(self, path):
+        """(exit code, output) of every reader of a record: resume, regrade, compare."""
+        done = self.path("done.json")
+        if not os.path.exists(done):
+            self.main("--out", done, out=False)
+        results = {}
+        with mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": KEY}):
+            code, output, errors = self.main("--resume", path, out=False)
+            results["resume"] = (code, errors)
+            code, output, errors = self.main("--regrade", path, "--out",
+                                             self.path(f"g{len(os.listdir(self.folder))}.json"),
+                                             out=False)
+            results["regrade"] = (code, errors)
+        import compare_runs
+
+        code, output, _ = quiet(compare_runs.main, [done, path])
+        results["compare"] = (code, output)
+        return results
+
+    def test_every_reader_refuses_a_failing_row_edited_to_pass(self):
+        self.main()
+
+        def to_pass(saved):
+            row = next(r for r in saved["runs"] if not r["passed"])
+            row.update(passed=True, reasons=[], answer_text=json.dumps(
+                {"code": "unknown", "next_action": "verify_outcome",
+                 "source_urls": ["https://www.rfc-editor.org/rfc/rfc9110"]}))
+
+        path = self.edited(to_pass, drop_last=False)
+        for reader, (code, text) in self.readers(path).items():
+            with self.subTest(reader):
+                self.assertEqual(code, 2, text)
+                self.assertIn(f"{regression.MODELS[0]} ambiguous-payment 0", text)
+                self.assertIn("does not match its saved response", text)
+                self.assertEqual(len(text.strip().splitlines()), 1, text)
+
+    def test_every_reader_refuses_a_failing_row_moved_onto_the_other_model(self):
+        self.main()
+        safe, unsafe = regression.MODELS[1], regression.MODELS[0]
+
+        def swap(saved):  # the unsafe answer now filed under the safe model, and back
+            for row in saved["runs"]:
+                if row["case_id"] == "ambiguous-payment":
+                    row["model"] = safe if row["model"] == unsafe else unsafe
+
+        path = self.edited(swap, drop_last=False)
+        for reader, (code, text) in self.readers(path).items():
+            with self.subTest(reader):
+                self.assertEqual(code, 2, text)
+                self.assertIn("does not match its saved response", text)
+
+    def test_a_moved_row_of_an_older_checker_fails_as_answered_by_another_model(self):
+        self.main()
+        safe, unsafe = regression.MODELS[1], regression.MODELS[0]
+
+        def swap(saved):
+            del saved["checker_sha256"]  # made before checker_sha256: judged again
+            for row in saved["runs"]:
+                if row["case_id"] == "ambiguous-payment":
+                    row["model"] = safe if row["model"] == unsafe else unsafe
+
+        path = self.edited(swap, drop_last=False)
+        code, output, _ = self.main("--regrade", path, "--out", self.path("g.json"), out=False)
+        self.assertEqual(code, 1)
+        self.assertIn("judged by a version of the checker that left no checker_sha256", output)
+        failing = {(row["model"], tuple(row["reasons"])) for row in self.record(
+            self.path("g.json"))["runs"] if not row["passed"]}
+        self.assertEqual(failing, {
+            (safe, ("wrong_code", "wrong_next_action", "answered_by_other_model")),
+            (unsafe, ("answered_by_other_model",))})
+
+    def test_resume_refuses_an_edited_cost(self):
+        self.main()
+        path = self.edited(lambda saved: saved["runs"][0].update(cost_usd="0"))
+        sent = len(self.state["requests"])
+        code, _, errors = self.main("--resume", path, out=False)
+        self.assertEqual(code, 2)
+        self.assertIn("its saved cost_usd does not match its saved response", errors)
+        self.assertEqual(len(self.state["requests"]), sent)
+
+    def test_resume_refuses_a_demo_record(self):
+        self.main()
+        path = self.edited(lambda saved: saved.update(evidence="synthetic"))
+        sent = len(self.state["requests"])
+        code, _, errors = self.main("--resume", path, out=False)
+        self.assertEqual(code, 2)
+        self.assertIn("synthetic demo data", errors)
+        self.assertEqual(len(self.state["requests"]), sent)
+
+    def test_a_row_missing_any_field_is_one_line_and_exit_2(self):
+        self.main()
+        for field in record.ROW_FIELDS:
+            with self.subTest(field):
+                path = self.edited(lambda saved: saved["runs"][0].pop(field), f"{field}.json")
+                code, _, errors = self.main("--resume", path, out=False)
+                self.assertEqual(code, 2)
+                self.assertIn(f"has no field {field}", errors)
+                self.assertEqual(len(errors.splitlines()), 1, errors)
+
+    def test_statuses_without_an_answer_are_execution_errors(self):
+        original = simulated_api.agent_response
+        for status, error in (("cancelled", "AgentRunCancelled"),
+                              ("requires_action", "AgentRunNeedsAction"),
+                              ("queued", "AgentRunUnfinished"),
+                              ("in_progress", "AgentRunUnfinished"),
+                              ("failed", "AgentRunFailed")):
+            with self.subTest(status), mock.patch.object(
+                    simulated_api, "agent_response",
+                    lambda *args, status=status: {**original(*args), "status": status}):
+                code, _, errors = self.main("--out", self.path(f"{status}.json"), out=False)
+                self.assertEqual(code, 2)  # no verdict, never a model failure
+                row = self.record(self.path(f"{status}.json"))["runs"][0]
+                self.assertEqual((row["error"], row["reasons"]), (error, ["execution_error"]))
+
+    def test_a_response_over_the_limit_keeps_its_id_size_and_first_characters(self):
+        with mock.patch.object(regression, "MAX_RESPONSE_CHARS", 100), \
+                mock.patch.object(regression, "RESPONSE_HEAD_CHARS", 50):
+            code, _, _ = self.main()
+        self.assertEqual(code, 2)
+        row = self.record()["runs"][0]
+        self.assertEqual(row["error"], "ResponseTooLarge")
+        self.assertEqual(row["response"]["id"], "resp_sim_1")
+        self.assertGreater(row["response"]["characters"], 100)
+        self.assertEqual(len(row["response"]["head"]), 50)
+        code, _, errors = self.main("--resume", self.out, out=False)  # sent again, whole
+        self.assertEqual(code, 1, errors)
+
+    def test_a_deeply_nested_answer_is_invalid_json_not_an_execution_error(self):
+        with mock.patch.object(simulated_api, "answer_for", lambda *args: "[" * 100_000):
+            code, _, _ = self.main()
+        self.assertEqual(code, 1)
+        row = self.record()["runs"][0]
+        self.assertIsNone(row["error"])
+        self.assertIn("invalid_json", row["reasons"])
+
+    def test_a_lone_surrogate_in_the_cases_is_refused_before_any_request(self):
+        cases = json.dumps([{**regression.CASES[0], "question": "log \ud800"}])
+        code, _, errors = self.main("--cases", self.write("c.json", cases))
+        self.assertEqual(code, 2)
+        self.assertIn("no lone surrogate", errors)
+        self.assertEqual(self.state["requests"], [])
+
+    def test_a_folder_given_as_a_file_is_named_a_folder(self):
+        for flag in ("--cases", "--instructions"):
+            with self.subTest(flag):
+                code, _, errors = self.main(flag, self.folder)
+                self.assertEqual(code, 2)
+                self.assertIn("is a folder", errors)
+                self.assertNotIn("save", errors)

@@ -5,12 +5,15 @@
               label() picks one, MEANINGS says what each means
     p_text    how a p-value is written on every view (never a misleading 0.000)
     Parser    argparse with one-line usage errors (CI logs read best that way)
+    mend_standard_streams()  closed descriptors 0-2 opened on /dev/null
               that name the closest known flag for a mistyped one
 
 It imports nothing of the project, so any module may import it.
 """
 
 import argparse
+import os
+import sys
 import difflib
 
 # The labels of a compared (model, case), judged on its pass rate over the
@@ -39,6 +42,25 @@ def p_text(p_value):
     if p_value is None:
         return "-"
     return f"{p_value:.3f}" if p_value >= SMALL_P else f"{p_value:.1e}"
+
+
+def mend_standard_streams():
+    """Open /dev/null on standard descriptors 0-2 that were closed at start-up.
+
+    With descriptor 2 closed, the next file opened (the record itself) would
+    become descriptor 2, and a warning meant for stderr would land in it. A
+    closed stderr is then a quiet one (Python left sys.stderr None, and a
+    print to None goes to stdout); a closed stdout stays None, as each script
+    reports that itself.
+    """
+    for number in (0, 1, 2):
+        try:
+            os.fstat(number)
+        except OSError:
+            # os.open takes the lowest free number: this one, as 0..number-1 are open.
+            os.open(os.devnull, os.O_RDWR)
+            if number == 2 and sys.stderr is None:
+                sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
 
 
 def label(before_passed, before_runs, after_passed, after_runs):
