@@ -42,6 +42,7 @@ import importlib.metadata
 import json
 import os
 import shlex
+import shutil
 import signal
 import stat
 import time
@@ -55,8 +56,17 @@ try:
     import httpx
     from perplexity import Perplexity
 except ModuleNotFoundError as missing:
-    print(f"regression.py: error: the package {missing.name} is not installed; run "
-          "'make test' once, or: pip install -r requirements.txt", file=sys.stderr)
+    # A command that works whatever python3 is: a system Python may refuse pip
+    # (externally managed), a virtual environment never does.
+    home = os.path.relpath(os.path.dirname(os.path.abspath(__file__)))
+    venv = os.path.join(home, ".venv")
+    print(f"regression.py: error: the package {missing.name} is not installed for "
+          f"{sys.executable}; set up the pinned packages once with: "
+          f"python3 -m venv {shlex.quote(venv)} && "
+          f"{shlex.quote(os.path.join(venv, 'bin', 'pip'))} install -r "
+          f"{shlex.quote(os.path.join(home, 'requirements.txt'))}, then run "
+          f"{shlex.quote(os.path.join(venv, 'bin', 'python'))} "
+          f"{shlex.quote(os.path.join(home, 'regression.py'))}", file=sys.stderr)
     raise SystemExit(2) from None
 
 import record
@@ -86,6 +96,7 @@ TIMEOUT_SECONDS = 180  # per request, in total: a slow agent run takes about a m
 MAX_JOBS = 32  # requests in flight; more mostly buys rate limits
 REFUSED_STATUSES = (400, 404, 422)  # the request itself is wrong: a resume cannot help
 MAX_RETRIES = 10  # extra attempts after a 429 or 503 that --retries allows
+MAX_BUDGET_DIGITS = 12  # --max-cost between 1e-12 and 1e12 USD: any real budget
 DEFAULT_RETRIES = 2  # a 429 or 503 is usually over after a wait or two
 MAX_INSTRUCTIONS_BYTES = 64 << 10  # an instructions file is a page of rules, not a book
 DEMO_MODELS = ["offline/careful", "offline/hasty"]  # fictional on purpose
@@ -429,8 +440,14 @@ def money(text):
         value = Decimal(text)
     except InvalidOperation:
         raise argparse.ArgumentTypeError(f"not a number of USD: {text!r}") from None
-    if not value.is_finite() or value <= 0 or abs(value.adjusted()) > 12:
+    if not value.is_finite():
+        raise argparse.ArgumentTypeError(f"must be a finite number of USD, got {text}")
+    if value <= 0:
         raise argparse.ArgumentTypeError(f"must be more than 0 USD, got {text}")
+    if value.adjusted() > MAX_BUDGET_DIGITS:
+        raise argparse.ArgumentTypeError(f"must be at most a trillion USD, got {text}")
+    if value.adjusted() < -MAX_BUDGET_DIGITS:
+        raise argparse.ArgumentTypeError(f"must be at least a trillionth of a USD, got {text}")
     return value
 
 
@@ -484,6 +501,9 @@ def parse_args(argv):
         duplicates = sorted({m for m in args.models if args.models.count(m) > 1})
         parser.error(f"duplicate model in --models: {', '.join(duplicates)}")
     for model in args.models or ():
+        if "," in model:
+            parser.error(f"--models: {model!r} holds a comma; separate models with spaces: "
+                         f"--models {' '.join(part for part in model.split(',') if part)}")
         if (not model.isprintable() or not 0 < len(model) <= record.MAX_NAME
                 or model == CHAT_PREFIX or model.strip() != model):
             parser.error(f"--models: {model!r} is not a model name (printable, 1..."
@@ -751,9 +771,14 @@ def saved_record(run):
     """The record on disk for the length of the run, saved once more on the way out."""
     if run.demo is not None:
         os.makedirs(run.demo)
-    saved = record.RecordFile.create(run.out, run.head, run.tail(),
-                                     rows=sorted(run.rows.items()), replace=run.replace,
-                                     lock=run.lock)
+    try:
+        saved = record.RecordFile.create(run.out, run.head, run.tail(),
+                                         rows=sorted(run.rows.items()), replace=run.replace,
+                                         lock=run.lock)
+    except BaseException:
+        if run.demo is not None:
+            shutil.rmtree(run.demo, ignore_errors=True)  # ours alone: a failed demo leaves nothing
+        raise
     run.started = True
     try:
         yield saved

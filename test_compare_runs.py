@@ -812,10 +812,13 @@ class ProcessTest(Files, unittest.TestCase):
                   "    code = compare_runs.main(sys.argv[2:])\n"
                   "print(code, sorted(m for m in ('perplexity', 'httpx', 'regression') "
                   "if m in sys.modules))")
-        result = subprocess.run([sys.executable, "-W", "error", "-c", script, HERE,
-                                 self.before, self.after], capture_output=True, text=True,
-                                timeout=120, env=clean_env())
-        self.assertEqual(result.stdout, "1 []\n", result.stderr)
+        views = (("--html", self.path("c.html"), "--summary-md", self.path("c.md")),)
+        for extra in ((), *views):  # the page judges citations with the checker alone
+            with self.subTest(extra=extra):
+                result = subprocess.run([sys.executable, "-W", "error", "-c", script, HERE,
+                                         self.before, self.after, *extra], capture_output=True,
+                                        text=True, timeout=120, env=clean_env())
+                self.assertEqual(result.stdout, "1 []\n", result.stderr)
 
     def test_an_old_python_gets_one_line_and_exit_2(self):
         script = ("import runpy, sys; sys.version_info = (3, 10, 4, 'final', 0); "

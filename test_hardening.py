@@ -6,6 +6,7 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -471,6 +472,16 @@ class CrashTest(unittest.TestCase):
         self.assertEqual(result.returncode, 2)
         self.assertEqual(len(result.stderr.splitlines()), 1, result.stderr)
         self.assertIn("the package httpx is not installed", result.stderr)
+        # The printed set-up names this project's requirements and a venv beside them
+        # (not run here: it would build a second environment from the registry).
+        setup = result.stderr.split("set up the pinned packages once with: ")[1]
+        create, install = setup.split(", then run ")[0].split(" && ")
+        venv = shlex.split(create)[-1]
+        self.assertEqual(shlex.split(create)[:3], ["python3", "-m", "venv"])
+        pip, _, flag, requirements = shlex.split(install)
+        self.assertEqual((pip, flag), (os.path.join(venv, "bin", "pip"), "-r"))
+        self.assertTrue(os.path.samefile(os.path.join(self.folder, requirements),
+                                         os.path.join(HERE, "requirements.txt")))
 
     def test_an_unexpected_exception_is_exit_2_and_the_record_is_kept(self):
         result = self.run_python("import reports; reports.junit_xml = lambda *a: 1 / 0; "

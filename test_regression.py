@@ -1543,3 +1543,31 @@ class EvidenceTest(Harness):
                 self.assertEqual(code, 2)
                 self.assertIn("is a folder", errors)
                 self.assertNotIn("save", errors)
+
+
+class SmallThingsTest(Harness):
+    def usage_error(self, *args):
+        with self.assertRaises(SystemExit) as raised, \
+                contextlib.redirect_stderr(io.StringIO()) as errors:
+            regression.main(["--out", self.out, *args])
+        self.assertEqual(raised.exception.code, 2)
+        return errors.getvalue()
+
+    def test_each_budget_problem_gets_its_own_reason(self):
+        for value, reason in (("1e999", "at most a trillion USD"), ("Infinity", "finite"),
+                              ("0", "more than 0 USD"), ("1e-99", "at least a trillionth"),
+                              ("lots", "not a number of USD")):
+            with self.subTest(value):
+                self.assertIn(reason, self.usage_error("--max-cost", value))
+
+    def test_models_separated_by_a_comma_are_told_to_use_spaces(self):
+        errors = self.usage_error("--models", "a/x,b/y")
+        self.assertIn("separate models with spaces: --models a/x b/y", errors)
+
+    def test_a_failed_demo_leaves_no_folder(self):
+        folder = self.path("demo")
+        with mock.patch.object(record.RecordFile, "create", side_effect=OSError(28, "No space")), \
+                mock.patch.object(regression, "Perplexity", Perplexity):  # the demo's own
+            code, _, errors = self.main("--demo", folder, out=False)
+        self.assertEqual(code, 2, errors)
+        self.assertFalse(os.path.exists(folder))
