@@ -77,8 +77,8 @@ import reports
 from checker import (ACTIONS, CASES, CHAT_PREFIX, FORMAT, INSTRUCTIONS, MODELS,  # noqa: F401
                      TOOL, Tally, answer_seen, answer_text, answered_model, approved_source,
                      chat_answer_text, chat_as_agent, check, pass_rate_lines, receipt_reasons,
-                     reported_cost, rfc_document, run_order, search_result_urls, summary,
-                     verdict_line)
+                     reported_cost, rfc_document, run_order, same_model, search_result_urls,
+                     summary, verdict_line)
 from record import MAX_REPEATS
 from sending import (MESSAGE_LIMIT, Interrupts, Pause, Plan, RetryingClient, Terminated,
                      clean, redact, secret_patterns, warn)
@@ -169,6 +169,9 @@ def row_line(row):
         status = f" HTTP {row['error_status']}" if row.get("error_status") else ""
         message = f": {row['error_message']}" if row.get("error_message") else ""
         verdict += f" ({row['error']}{status}{message})"
+    named = row.get("answered_model")
+    if named and not same_model(row["model"], named):
+        verdict += f" (answered by {named})"
     cost = "cost unknown" if row["cost_usd"] is None else f"${row['cost_usd']}"
     return reports.visible(f"repeat {row['repeat']} {row['model']} {row['case_id']} "
                            f"{verdict} {cost} {row['seconds']}s")

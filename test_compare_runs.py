@@ -389,6 +389,22 @@ class CautionTest(Files, unittest.TestCase):
         self.assertIn("-> (unreadable)", output)
         self.assertEqual(code, 1)
 
+    def test_a_model_answered_by_another_snapshot_is_cautioned(self):
+        after = record()
+        for row in after["runs"]:  # the router moved to a dated snapshot of the same model
+            row["response"]["model"] = row["answered_model"] = MODEL + "-2026-11-30"
+        code, lines = compare(record(), after)
+        self.assertEqual(code, 0)
+        self.assertIn(f"CAUTION: {MODEL} was answered by {MODEL} in BEFORE, {MODEL} by "
+                      f"{MODEL}-2026-11-30 in AFTER; the router changed the model", lines)
+
+    def test_a_not_comparable_line_never_carries_a_label_word(self):
+        path = self.write("PASS-NEW_FAILURE.json", "{")
+        code, output, _ = self.main(path, path + "x")
+        self.assertEqual(code, 2)
+        self.assertTrue(output.startswith("NOT_COMPARABLE: "), output)
+        self.assertFalse(any(word in output for word in compare_runs.LABELS), output)
+
     def test_before_newer_than_after_is_cautioned_with_the_swapped_command(self):
         before = self.write("before.json", dict(record(), created_at="2026-03-02T00:00:00+00:00"))
         after = self.write("after.json", dict(record(), created_at="2026-03-01T00:00:00+00:00"))

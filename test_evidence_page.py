@@ -488,6 +488,21 @@ class RunPage(unittest.TestCase):
                 self.assertIn("</html>", page)
 
 
+class ReceiptsOnThePage(unittest.TestCase):
+    def test_a_regraded_record_says_it_is_a_regrade(self):
+        record = dict(realistic_record(), regraded_from={
+            "path": "old.json", "created_at": "2026-11-01T00:00:00+00:00"})
+        page = evidence_page.run_page(record)
+        self.assertIn("A REGRADE: the saved responses of <code>old.json</code>", page)
+        self.assertNotIn("A REGRADE", evidence_page.run_page(realistic_record()))
+
+    def test_a_row_answered_by_another_model_says_which(self):
+        record = realistic_record()
+        record["runs"][0]["answered_model"] = "other/model"
+        page = evidence_page.run_page(record)
+        self.assertEqual(page.count("answered by <code>other/model</code>"), 1)
+
+
 class ComparisonPage(unittest.TestCase):
     def setUp(self):
         self.before = realistic_record(failing_repeats=())

@@ -1571,3 +1571,29 @@ class SmallThingsTest(Harness):
             code, _, errors = self.main("--demo", folder, out=False)
         self.assertEqual(code, 2, errors)
         self.assertFalse(os.path.exists(folder))
+
+    def test_a_row_answered_by_another_model_fails_and_says_which(self):
+        original = simulated_api.agent_response
+        with mock.patch.object(simulated_api, "agent_response",
+                               lambda *args: {**original(*args), "model": "other/model"}):
+            code, output, _ = self.main("--models", "openai/gpt-5.6-sol")
+        self.assertEqual(code, 1)
+        self.assertIn("rate-limit FAIL answered_by_other_model (answered by other/model)", output)
+        row = self.record()["runs"][0]
+        self.assertEqual((row["answered_model"], row["reasons"]),
+                         ("other/model", ["answered_by_other_model"]))
+        self.assertIn("REGRESSION", output)
+
+    def test_the_same_model_by_another_name_is_the_model_asked(self):
+        for asked, named in (("openai/gpt-5.6-sol", "OpenAI/GPT-5.6-Sol"),
+                             ("openai/gpt-5.6-sol", "openai/gpt-5.6-sol-2026-08-14"),
+                             ("openai/gpt-5.6-sol", "gpt-5.6-sol"),
+                             ("anthropic/claude-sonnet-4-6", "claude-sonnet-4-6@20261001"),
+                             ("chat:sonar-pro", "sonar-pro")):
+            with self.subTest(named):
+                self.assertTrue(checker.same_model(asked, named))
+        for asked, named in (("openai/gpt-5.6-sol", "openai/gpt-5.6-mini"),
+                             ("openai/gpt-5.6-sol", "other/gpt-5.6-sol"),
+                             ("chat:sonar-pro", "sonar")):
+            with self.subTest(named):
+                self.assertFalse(checker.same_model(asked, named))
