@@ -54,6 +54,10 @@ class JunitTest(Harness):
         errors = [c.find("error") for c in cases if c.find("error") is not None]
         self.assertEqual(len(errors), 1)
         self.assertIn("invalid api key", errors[0].text)
+        self.assertEqual(sum(1 for c in cases if c.find("failure") is not None), 0)
+        suites = ET.parse(self.path("j.xml")).getroot().findall("testsuite")
+        self.assertEqual(sum(int(s.get("errors")) for s in suites), 1)
+        self.assertEqual(sum(int(s.get("failures")) for s in suites), 0)  # no verdict, no failure
         self.assertEqual(sum(1 for c in cases if c.find("skipped") is not None), 7)
 
     def test_junit_is_written_on_ctrl_c(self):
