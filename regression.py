@@ -344,10 +344,12 @@ def send_one(client, entry, *, retries, pause, secrets, instructions):
     return row
 
 
+@functools.cache
 def code_sha256():
     return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
 
 
+@functools.cache  # parsing the package's metadata costs milliseconds; it never changes
 def sdk_version():
     try:
         return importlib.metadata.version("perplexityai")

@@ -236,7 +236,9 @@ def start(cases, unsafe_models=("offline/hasty",), port=0):
     server.daemon_threads = True
     server.state = new_state(cases, unsafe_models)
     server.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # A short poll: stop() waits for the loop to notice, and the demo stops it every run.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02},
+                              daemon=True)
     thread.start()
 
     def stop():

@@ -22,7 +22,7 @@ import compare_runs
 import record as record_module
 import regression
 import reports
-from testing import HERE, Harness, cli, clean_env, quiet, read_text, temp_dir, write_text
+from testing import HERE, Harness, cli, clean_env, quiet, read_text, slow, temp_dir, write_text
 
 MODEL = "offline/model"
 CREATED = "2026-03-01T12:00:00+00:00"
@@ -405,6 +405,7 @@ class CautionTest(Files, unittest.TestCase):
         self.assertTrue(output.startswith("NOT_COMPARABLE: "), output)
         self.assertFalse(any(word in output for word in compare_runs.LABELS), output)
 
+    @slow("runs the printed command")
     def test_before_newer_than_after_is_cautioned_with_the_swapped_command(self):
         before = self.write("before.json", dict(record(), created_at="2026-03-02T00:00:00+00:00"))
         after = self.write("after.json", dict(record(), created_at="2026-03-01T00:00:00+00:00"))
@@ -469,6 +470,7 @@ class SwitchTest(Files, unittest.TestCase):
             ["comparing", "models", "of"], ["PASS", "a->b", "ambiguous-payment"], ["PASS", "a->b", "failed-precondition"],
             ["NEW_FAILURE", "a->b", "rate-limit"], ["PASS", "a->b", "temporary-overload"]])
 
+    @slow("runs the printed command")
     def test_swapped_files_turn_the_switch_round_in_the_printed_command(self):
         before = self.write("b.json", make_record(models=("a",), created_at="2026-03-02"))
         after = self.write("a.json", make_record(models=("b",), created_at="2026-03-01"))
@@ -486,6 +488,7 @@ class SwitchTest(Files, unittest.TestCase):
         self.assertEqual(code, 1)
         self.assertIn("NEW_FAILURE a->b rate-limit before=3/3 after=2/3 p=0.500", lines)
 
+    @slow("runs the printed command")
     def test_models_differ_without_switch_names_the_flag_and_a_runnable_command(self):
         before, after = self.pair()
         code, output, _ = self.main(before, after)
@@ -626,6 +629,7 @@ class DemoTest(unittest.TestCase):
         self.assertLess(records[0]["created_at"], records[1]["created_at"])
         self.assertFalse([line for line in self.lines if "CAUTION" in line])
 
+    @slow("runs the printed command")
     def test_the_printed_command_runs_as_printed(self):
         again = self.lines[0].split("; compare them again with: ")[1]
         result = subprocess.run(shlex.split(again), capture_output=True, text=True,
@@ -710,6 +714,7 @@ class CliTest(Files, unittest.TestCase):
             with self.subTest(args=args):
                 self.usage_error(*args)
 
+    @slow("a new interpreter")
     def test_usage_error_is_one_line_on_stderr(self):
         result = cli("compare_runs.py", self.write("a.json", record()))
         self.assertEqual(result.returncode, 2)
@@ -746,6 +751,7 @@ class CliTest(Files, unittest.TestCase):
 # --------------------------------------------------------------------------
 
 
+@slow("the real CLI against a loopback API")
 class UnfinishedRecordTest(unittest.TestCase):
     def test_an_unfinished_record_is_refused_with_the_command_that_finishes_it(self):
         from testing import loopback_env, loopback_server
@@ -782,6 +788,7 @@ class UnfinishedByBudgetTest(Harness):
         self.assertEqual(quiet(compare_runs.main, [done, part])[0], 0)
 
 
+@slow("new interpreters")
 class ProcessTest(Files, unittest.TestCase):
     def setUp(self):
         super().setUp()
@@ -851,6 +858,7 @@ class ProcessTest(Files, unittest.TestCase):
 # --------------------------------------------------------------------------
 
 
+@slow("300 whole comparisons of mutated files")
 class CompareFuzzTest(unittest.TestCase):
     """compare_runs.py answers every hostile file with exit 0, 1 or 2, never a crash."""
 

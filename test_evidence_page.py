@@ -18,7 +18,7 @@ import tempfile
 import unittest
 
 import evidence_page
-from testing import CHROMIUM, dump_dom
+from testing import CHROMIUM, dump_dom, slow
 
 HOSTILE = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>",
            '"><svg onload=alert(1)>', "</pre></details><iframe src=//evil.example>",
@@ -563,6 +563,7 @@ class ComparisonPage(unittest.TestCase):
 # --------------------------------------------------------------------------
 
 
+@slow("headless Chromium")
 @unittest.skipUnless(CHROMIUM, "no chromium binary on PATH (apt-get install chromium)")
 class Browser(unittest.TestCase):
     def render(self, page):
@@ -642,6 +643,7 @@ addEventListener("load", () => {{
 """
 
 
+@slow("headless Chromium")
 @unittest.skipUnless(CHROMIUM, "no chromium binary on PATH (apt-get install chromium)")
 class NarrowScreenBrowserTest(unittest.TestCase):
     """A reviewer on a phone: every column can be reached, none is cut off."""

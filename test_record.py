@@ -10,7 +10,7 @@ import unittest
 from unittest import mock
 
 import record
-from testing import Harness, cli, popen, loopback_env, loopback_server, read_json, \
+from testing import Harness, cli, popen, slow, loopback_env, loopback_server, read_json, \
     read_text, saved_rows, temp_dir, wait_until, write_text
 
 
@@ -211,6 +211,7 @@ class ValidateRecordTest(unittest.TestCase):
         self.assertEqual(len(rows), 3)
 
 
+@slow("both scripts in new interpreters")
 class SameRefusalsTest(Harness):
     """--resume and compare_runs.py refuse the same hostile files the same way."""
 
@@ -233,6 +234,7 @@ class SameRefusalsTest(Harness):
                 self.assertNotIn("Traceback", resumed.stderr + compared.stderr)
 
 
+@slow("kills real processes")
 class KillTest(unittest.TestCase):
     """SIGKILL the real CLI after N rows are saved: the record is always whole, and
     a --resume finishes it and leaves only the record."""

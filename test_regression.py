@@ -30,7 +30,7 @@ import record
 import regression
 import sending
 import simulated_api
-from testing import KEY, Harness, cli, quiet, read_json, read_text
+from testing import KEY, Harness, cli, quiet, read_json, read_text, slow
 
 CASE = {case["id"]: case for case in regression.CASES}
 PAYMENT = CASE["ambiguous-payment"]
@@ -553,6 +553,7 @@ class JobsTest(Harness):
     def keys(self, record):
         return [(r["repeat"], r["case_id"], r["model"]) for r in record["runs"]]
 
+    @slow("answers arrive after chosen real-time delays")
     def test_jobs_1_and_8_save_the_same_order_when_answers_arrive_out_of_order(self):
         # Later requests answer first: 8 in flight finish in reverse order.
         self.delay = lambda number: 0.01 * (8 - number % 8)
@@ -567,6 +568,7 @@ class JobsTest(Harness):
                                 for r in record["runs"]]
         self.assertEqual(strip(sequential), strip(concurrent))
 
+    @slow("answers held back in real time")
     def test_no_new_request_after_an_error_and_in_flight_rows_are_saved(self):
         # The first request to arrive fails at once; the other three in flight
         # are slow, and must still be saved. Nothing new may start.
@@ -750,6 +752,7 @@ class ResumeTest(Harness):
     def main(self, *args):
         return super().main(*args, out=False)
 
+    @slow("waits out a real Retry-After")
     def test_a_429_holds_every_new_start_until_its_wait_is_over(self):
         self.state["faults"] = [simulated_api.error(429, "slow", [("Retry-After", "1")])]
         self.state["latency"] = 0.2  # every answer, the 429 too, comes back after 0.2 s
@@ -1016,6 +1019,7 @@ class TrustTest(Harness):
         self.assertIn("not retried: stopping", sender.error_message)
         self.assertEqual(len(self.state["requests"]), 1)
 
+    @slow("waits out a 0.2 s deadline")
     def test_a_request_past_its_total_deadline_is_an_execution_error(self):
         release = threading.Event()
         self.addCleanup(release.set)
@@ -1297,6 +1301,7 @@ class TrustTest(Harness):
         self.main("--resume", self.out, out=False)
         self.assertEqual(self.record()["execution"]["max_cost"], "5")
 
+    @slow("runs the printed demo command in a new interpreter")
     def test_the_missing_key_hint_runs_the_demo(self):
         with mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": ""}):
             with self.assertRaises(SystemExit), contextlib.redirect_stderr(io.StringIO()) as err:
@@ -1485,13 +1490,17 @@ class EvidenceTest(Harness):
 
     def test_a_row_missing_any_field_is_one_line_and_exit_2(self):
         self.main()
-        for field in record.ROW_FIELDS:
+        for field in record.ROW_FIELDS:  # the one validator every reader uses
             with self.subTest(field):
-                path = self.edited(lambda saved: saved["runs"][0].pop(field), f"{field}.json")
-                code, _, errors = self.main("--resume", path, out=False)
-                self.assertEqual(code, 2)
-                self.assertIn(f"has no field {field}", errors)
-                self.assertEqual(len(errors.splitlines()), 1, errors)
+                saved = self.record()
+                saved["runs"][0].pop(field)
+                with self.assertRaisesRegex(ValueError, f"run 1 has no field {field} "):
+                    record.validate_record(saved, complete=False, errors=True)
+        path = self.edited(lambda saved: saved["runs"][0].pop("cost_usd"))  # once a crash
+        code, _, errors = self.main("--resume", path, out=False)
+        self.assertEqual(code, 2)
+        self.assertIn("has no field cost_usd", errors)
+        self.assertEqual(len(errors.splitlines()), 1, errors)
 
     def test_statuses_without_an_answer_are_execution_errors(self):
         original = simulated_api.agent_response

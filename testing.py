@@ -17,14 +17,37 @@ import unittest
 from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# make test-fast sets TEST_TIER=fast: in-process tests only. A test that spawns a
+# process, drives a browser or waits in real time is marked @slow("why") and
+# runs in make test; in the fast tier starting a process fails the test, so a
+# slow test cannot hide there unmarked.
+FAST_TIER = os.environ.get("TEST_TIER") == "fast"
+
+
+def slow(why):
+    """Mark a test (or a class) that belongs to make test alone."""
+    return unittest.skipIf(FAST_TIER, f"slow tier, make test runs it: {why}")
+
+
+if FAST_TIER:
+    class _NoProcess(subprocess.Popen):
+        def __init__(self, *args, **kwargs):
+            raise AssertionError("a fast-tier test started a process; mark it @slow(...)")
+
+    subprocess.Popen = _NoProcess
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 BROWSER_SECONDS = 60  # one headless page load; a cold start takes a few seconds
 KEY = "pplx-test-key-0123456789abcdef"  # key-shaped and long enough to be redacted
 
 
+# Test folders in memory where the machine has it: a record is fsynced after
+# every row, which on a disk costs more than the rest of a fast test.
+MEMORY = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+
 def temp_dir(test):
     """A new folder removed when the test ends."""
-    folder = tempfile.mkdtemp()
+    folder = tempfile.mkdtemp(dir=MEMORY)
     test.addCleanup(shutil.rmtree, folder, True)
     return folder
 
