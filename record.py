@@ -176,6 +176,7 @@ ROW_TYPES = [  # field, test, what it must be; absent optional fields read as No
     ("waited_seconds", lambda v: v is None or (number(v) and v >= 0), "null or seconds"),
     ("error_message", lambda v: v is None or isinstance(v, str), "null or a string"),
     ("answered_model", lambda v: v is None or isinstance(v, str), "null or a string"),
+    ("recovered", lambda v: v is None or isinstance(v, str), "null or a string"),
 ]
 
 
@@ -254,6 +255,34 @@ def validate_record(record, complete=True, errors=False):
     if complete and set(rows) != expected:
         raise ValueError(f"runs do not cover the config: {len(expected - set(rows))} missing")
     return rows
+
+
+def validate_pending(record, plan, finished):
+    """The receipts of a record: {plan index: {"id", "model", "case_id", "repeat"}}
+    for requests sent whose rows were not saved, or ValueError.
+
+    plan: [(repeat, case, model)]; finished: the plan indexes with a saved row
+    (their receipts are spent). "id" is null for a request that may have been
+    sent before its id came back.
+    """
+    pending = record.get("pending", {})
+    if not isinstance(pending, dict):
+        raise ValueError("its pending receipts are not an object")
+    receipts = {}
+    for key, entry in pending.items():
+        index = int(key) if isinstance(key, str) and key.isdigit() and len(key) < 10 else -1
+        if not 0 <= index < len(plan) or not isinstance(entry, dict):
+            raise ValueError(f"pending receipt {str(key)[:20]!r} is not a place in its plan")
+        repeat, case, model = plan[index]
+        if (entry.get("model"), entry.get("case_id"), entry.get("repeat")) != (
+                model, case["id"], repeat) or not (entry.get("id") is None or (
+                    isinstance(entry["id"], str) and 0 < len(entry["id"]) <= MAX_NAME
+                    and entry["id"].isprintable() and "/" not in entry["id"])):
+            raise ValueError(f"pending receipt {index} does not match its planned request")
+        if index not in finished:
+            receipts[index] = {"id": entry["id"], "model": model, "case_id": case["id"],
+                               "repeat": repeat}
+    return receipts
 
 
 def shown_reasons(saved, judged):

@@ -45,6 +45,7 @@ import shlex
 import shutil
 import signal
 import stat
+import threading
 import time
 import tomllib
 import traceback
@@ -54,7 +55,7 @@ from pathlib import Path
 
 try:
     import httpx
-    from perplexity import Perplexity
+    from perplexity import Perplexity, Stream
 except ModuleNotFoundError as missing:
     # A command that works whatever python3 is: a system Python may refuse pip
     # (externally managed), a virtual environment never does.
@@ -81,7 +82,7 @@ from checker import (ACTIONS, CASES, CHAT_PREFIX, FORMAT, INSTRUCTIONS, MODELS, 
                      summary, verdict_line)
 from record import MAX_REPEATS
 from sending import (MESSAGE_LIMIT, Interrupts, Pause, Plan, RetryingClient, Terminated,
-                     clean, redact, secret_patterns, warn)
+                     clean, receive, redact, secret_patterns, warn)
 from vocabulary import Parser, mend_standard_streams
 
 # --------------------------------------------------------------------------
@@ -104,6 +105,10 @@ DEMO_KEY = "offline-demo-key"  # the simulated API accepts any key
 REPORTS = ("junit", "summary_md", "html")  # report options, kept in the record's execution
 MAX_RESPONSE_CHARS = 16 << 20  # one saved response; a JSON answer with receipts is ~20 KB
 RESPONSE_HEAD_CHARS = 4096  # of a response too large to keep, what the record keeps
+UNFINISHED = ("queued", "in_progress")  # a background response still running: wait for it
+SONAR_RETIRED_KINDS = ("agent_api_migration_required", "chat_completions_not_available")
+SONAR_RETIRED = ("the Sonar chat-completions API was retired on 2026-09-27 (HTTP 403); "
+                 "Sonar is now the Agent API")
 NO_VERDICT_STATUSES = {  # agent run statuses that leave nothing to judge: (error, meaning)
     "failed": ("AgentRunFailed", "the agent run failed"),
     "cancelled": ("AgentRunCancelled", "the agent run was cancelled before it answered"),
@@ -230,6 +235,15 @@ def places(entries):
 
 def next_step(row, out):
     """What to do after an execution error: resume, unless the request itself is refused."""
+    if row.get("error") == "SonarRetired":
+        return ("--resume would meet the same 403. Run the Agent API instead into a new "
+                "record (Perplexity's own Sonar is --models perplexity/sonar), then compare "
+                "it with a saved chat: record: compare_runs.py CHAT.json AGENT.json "
+                f"--switch {row.get('model')}=perplexity/sonar")
+    if row.get("error_status") in (400, 403) and "background" in (row.get("error_message")
+                                                                  or "").lower():
+        return ("The API refused background mode (as for an organization with zero data "
+                "retention): start a new run with --foreground, which sends requests plainly.")
     if row.get("error_status") in REFUSED_STATUSES:
         return ("The API refused the request itself, so sending it again fails the same "
                 "way: fix the model name (or the SDK version) and start a new run with --out.")
@@ -255,6 +269,8 @@ def command_hint(*args):
 
 def dump_response(response):
     """The SDK response as plain JSON data, exactly what the API returned."""
+    if isinstance(response, dict):  # read as JSON already
+        return response
     try:
         # warnings=False: the SDK's loose unions warn on valid but unusual
         # output items, which would otherwise crash a run under -W error.
@@ -263,8 +279,15 @@ def dump_response(response):
         return response.model_dump(mode="json", exclude_none=True)
 
 
-def run_one(client, case, model, instructions=INSTRUCTIONS):
-    """Send one case to one model and check the answer; never raises Exception."""
+def run_one(client, case, model, instructions=INSTRUCTIONS, background=False, receipt=None):
+    """Send one case to one model and check the answer; never raises Exception.
+
+    background=True (how the runner sends every Agent API request) creates it
+    in background mode and streams it, so its id arrives before its answer;
+    by default it is the plain request of the published design. receipt: the
+    id of a response the API already holds for this row, fetched instead of
+    sent again.
+    """
     row = {
         "case_id": case["id"],
         "model": model,
@@ -286,21 +309,26 @@ def run_one(client, case, model, instructions=INSTRUCTIONS):
             row["response"] = dump_response(response)
             row["answer_text"] = chat_answer_text(row["response"])
         else:
-            response = client.responses.create(
-                model=model,
-                instructions=instructions,
-                input=case["question"],
-                tools=[TOOL],
-                response_format=FORMAT,
-                max_steps=MAX_STEPS,
-                max_output_tokens=MAX_OUTPUT_TOKENS,
-            )
+            if receipt is not None:  # paid for already: fetched by its id, never sent again
+                response = client.responses.retrieve(receipt)
+            else:
+                response = client.responses.create(
+                    model=model,
+                    instructions=instructions,
+                    input=case["question"],
+                    tools=[TOOL],
+                    response_format=FORMAT,
+                    max_steps=MAX_STEPS,
+                    max_output_tokens=MAX_OUTPUT_TOKENS,
+                    **({"background": True, "stream": True} if background else {}),
+                )
+            response = finished(client, response)  # a plain SDK client returns the stream
             # Evidence first: a checker crash below must not lose what we paid for.
             row["response"] = dump_response(response)
             # The text as every reader will derive it from the saved response;
             # the SDK's output_text when the response has no message item.
             text = answer_text(model, row["response"])
-            row["answer_text"] = response.output_text if text is None else text
+            row["answer_text"] = getattr(response, "output_text", "") if text is None else text
         seen = answer_seen(model, row["response"])
         row["cost_usd"] = reported_cost(seen)
         row["reasons"] = check(case, seen, row["answer_text"]) + receipt_reasons(
@@ -315,33 +343,97 @@ def run_one(client, case, model, instructions=INSTRUCTIONS):
     return row
 
 
-def send_one(client, entry, *, retries, pause, secrets, instructions):
-    """The whole row of one planned request: sent, checked, counted and redacted.
+def finished(client, result, on_receipt=None):
+    """The finished response of a create call: a background stream read to its
+    answer (its id goes to on_receipt first), or the response itself."""
+    if not isinstance(result, Stream):
+        return result
+    with result:  # closed however it ends: an open stream holds its connection
+        if "json" in result.response.headers.get("content-type", ""):
+            # A complete response where a stream was asked for: the SDK would yield
+            # no event at all, so the body itself is the answer.
+            return json.loads(result.response.read())
+        return receive(events_of(result), functools.partial(resumed, client), on_receipt)
+
+
+def events_of(stream):
+    """A stream's events as JSON data; the stream is closed when they end or stop."""
+    with stream:
+        for event in stream:
+            yield dump_response(event)
+
+
+def resumed(client, response_id, after):
+    """The events of a kept response after sequence number `after`."""
+    return events_of(client.responses.retrieve(response_id, stream=True,
+                                               starting_after=max(after, 0)))
+
+
+def fetched(client, response_id):
+    """A response the API keeps, by its id, waited for to its end."""
+    response = dump_response(client.responses.retrieve(response_id))
+    if response.get("status") not in UNFINISHED:
+        return response
+    return receive(resumed(client, response_id, 0), functools.partial(resumed, client),
+                   response_id=response_id)
+
+
+def send_one(client, index, entry, *, execution, secrets, instructions, pause, receipts):
+    """The whole row of one planned request: sent (or fetched by the id an
+    earlier process saved), checked, counted and redacted.
 
     The row is made clean here, once: every view (record, console, JUnit,
     Markdown, HTML) reads this same row.
     """
     repeat, case, model = entry
-    sender = RetryingClient(client, retries, pause, secrets,
-                            f"{model} {case['id']} repeat {repeat}", TIMEOUT_SECONDS)
-    row = {"repeat": repeat, **run_one(sender, case, model, instructions)}
+    saved_id = receipts.saved_id(index)
+    background = not execution["foreground"] and not model.startswith(CHAT_PREFIX)
+    on_receipt = functools.partial(receipts.received, index)
+    sender = RetryingClient(client, execution["retries"], pause, secrets,
+                            f"{model} {case['id']} repeat {repeat}", TIMEOUT_SECONDS,
+                            functools.partial(finished, client, on_receipt=on_receipt),
+                            functools.partial(fetched, client))
+    recovered = None
+    if saved_id is not None:
+        row = run_one(sender, case, model, instructions, background, receipt=saved_id)
+        recovered = f"fetched by its id {saved_id} after an interruption"
+        if row["error_status"] == 404:  # the API no longer has it: the only case sent again
+            sender.error_message = sender.error_kind = None
+            recovered = f"sent again: the API no longer had {saved_id}"
+            saved_id = None
+    if saved_id is None:
+        receipts.sending(index, entry)
+        row = run_one(sender, case, model, instructions, background)
+    row = {"repeat": repeat, **row}
     row["answered_model"] = answered_model(row["response"])  # the router's receipt
     message = sender.error_message
     failed = status_error(row["response"]) if not row["error"] else None
     if failed is not None:  # HTTP 200, but the agent run gave no answer: no verdict
         row.update(error=failed[0], reasons=["execution_error"], passed=False)
         message = redact(failed[1], secrets)[:MESSAGE_LIMIT]
+    elif retired(row, sender, model):
+        row["error"] = "SonarRetired"
+        message = SONAR_RETIRED
     elif row["error"] and message is None:
         message = ("the API answered, but its answer could not be read as a JSON object "
                    "(not an object, or nested too deeply)" if row["response"] is None
                    and sender.answered else f"{row['error']} raised while checking the answer")
     row.update(attempts=sender.attempts, waited_seconds=round(sender.waited_seconds, 3),
                error_message=message if row["error"] else None)
+    if recovered is not None:
+        row["recovered"] = recovered
     row = clean(row, secret_patterns(secrets))
     size = len(record.dumps(row["response"])) if row["response"] is not None else 0
     if size > MAX_RESPONSE_CHARS:  # a record must stay small enough for its own readers
         row = too_large(row, size)
     return row
+
+
+def retired(row, sender, model):
+    """Whether a chat request met the retired Sonar chat API (HTTP 403)."""
+    return (model.startswith(CHAT_PREFIX) and row["error_status"] == 403
+            and (sender.error_kind in SONAR_RETIRED_KINDS
+                 or "Sonar is now the Agent API" in (sender.error_message or "")))
 
 
 @functools.cache
@@ -473,6 +565,10 @@ OPTIONS = [  # flag, argparse keywords; help says what it does and its default
     ("--retries", dict(type=int, metavar="N", help="extra attempts when the API "
                        f"answers 429 or 503, 0..{MAX_RETRIES}; nothing else is retried "
                        f"(default: {DEFAULT_RETRIES}, or the resumed run's)")),
+    ("--foreground", dict(action="store_const", const=True, help="send each request plainly "
+                          "and wait for its answer, instead of in background mode with its id "
+                          "saved first (for organizations where background mode is not "
+                          "available, e.g. with zero data retention)")),
     ("--max-cost", dict(type=money, metavar="USD", help="start no new request once the "
                         "run's reported cost reaches USD (the run is then incomplete: exit 2)")),
     ("--junit", dict(metavar="FILE", help="also write a JUnit XML report (replaces an "
@@ -562,8 +658,13 @@ class Run:
     warned_cost: bool = False  # a row without a reported cost was mentioned once
     notes: list = dataclasses.field(default_factory=list)  # how far verdicts rest on receipts
     saved_execution: dict = None  # a regrade: the regraded record's own execution
+    # plan index -> {"id", "model", "case_id", "repeat"}: a request sent, its row not
+    # yet saved; "id" is the response's id once it came back, null before that.
+    pending: dict = dataclasses.field(default_factory=dict)
+    record: object = None  # the open RecordFile, while the run may save into it
 
     def __post_init__(self):
+        self.saving = threading.Lock()  # one save at a time: rows and receipts
         self.entries = run_order(self.models, self.cases, self.repeats)
         self.tally = Tally(self.models, self.repeats, self.cases)
         for row in self.rows.values():
@@ -574,7 +675,29 @@ class Run:
                 if index not in self.rows]
 
     def tail(self):
-        return {"execution": self.execution, "summary": self.tally.summary()}
+        receipts = {"pending": {str(index): entry for index, entry in sorted(
+            self.pending.items())}} if self.pending else {}
+        return {**receipts, "execution": self.execution, "summary": self.tally.summary()}
+
+    def saved_id(self, index):
+        """The response id an earlier process saved for this row, or None."""
+        return self.pending.get(index, {}).get("id")
+
+    def sending(self, index, entry):
+        """Save that this row's request is about to leave (no id yet)."""
+        repeat, case, model = entry
+        self.keep(index, {"id": None, "model": model, "case_id": case["id"], "repeat": repeat})
+
+    def received(self, index, response_id):
+        """Save the id of this row's response the moment it arrives: its receipt."""
+        self.keep(index, {**self.pending.get(index, {}), "id": response_id})
+
+    def keep(self, index, entry):
+        with self.saving:
+            if self.record is None:
+                return  # the run has ended: the record is closed
+            self.pending[index] = entry
+            self.record.save(self.tail())
 
     def title(self):
         return f"Regression run {self.out}" + (" (synthetic demo)" if self.demo else "")
@@ -596,6 +719,7 @@ def execution_of(args, previous=None):
         kept = previous.get(name)
         execution[name] = (getattr(args, name) if getattr(args, name) is not None else
                            kept if type(kept) is int and low <= kept <= high else default)
+    execution["foreground"] = args.foreground or previous.get("foreground") is True
     for name, value in given.items():
         # A Markdown summary is appended to, so a path read from a file is never
         # reused (and $GITHUB_STEP_SUMMARY is another file in every step).
@@ -676,13 +800,15 @@ def resume_run(args, path, secrets):
     # rows with an execution error are sent again.
     where = places(run_order(models, cases, repeats))
     kept = {where[key]: row for key, row in rows.items() if not row["error"]}
+    pending = record.validate_pending(saved, run_order(models, cases, repeats), kept)
     previous = saved.get("execution")
     execution = execution_of(args, previous)
     times = previous.get("resumed", 0) if isinstance(previous, dict) else 0
     execution["resumed"] = (times if type(times) is int else 0) + 1
     head = {k: v for k, v in saved.items() if k not in ("runs", "execution", "summary")}
     return Run(models, cases, repeats, instructions, path, head, execution,
-               {name: execution[name] for name in REPORTS}, kept, secrets, replace=True)
+               {name: execution[name] for name in REPORTS}, kept, secrets, replace=True,
+               pending=pending)
 
 
 def regrade_run(args, path, secrets):
@@ -784,14 +910,16 @@ def saved_record(run):
         if run.demo is not None:
             shutil.rmtree(run.demo, ignore_errors=True)  # ours alone: a failed demo leaves nothing
         raise
-    run.started = True
+    run.started, run.record = True, saved
     try:
         yield saved
     finally:
-        try:
-            saved.save(run.tail())
-        finally:
-            saved.close()
+        with run.saving:
+            run.record = None  # a receipt that arrives later cannot be saved any more
+            try:
+                saved.save(run.tail())
+            finally:
+                saved.close()
 
 
 def take_row(run, plan, saved, index, row, started):
@@ -800,10 +928,12 @@ def take_row(run, plan, saved, index, row, started):
         run.warned_cost = True
         warn("warning: a row has no reported cost; --max-cost and the running "
              "total count only reported costs")
-    run.rows[index] = row
-    run.tally.add(row)
-    saved.add(index, row)
-    saved.save(run.tail())
+    with run.saving:  # worker threads save receipts into the same record
+        run.pending.pop(index, None)  # the row itself is the evidence now
+        run.rows[index] = row
+        run.tally.add(row)
+        saved.add(index, row)
+        saved.save(run.tail())
     total, known = run.tally.spent()
     say(run, plan, f"[{saved.saved}/{len(run.entries)}] {row_line(row)} | "
                    f"{time.monotonic() - started:.1f}s elapsed, "
@@ -901,9 +1031,9 @@ def main(argv=None):
     pause = Pause()
     try:
         with api_client(run) as client, saved_record(run) as saved:
-            send = functools.partial(send_one, client, retries=run.execution["retries"],
-                                     pause=pause, secrets=run.secrets,
-                                     instructions=run.instructions)
+            send = functools.partial(send_one, client, execution=run.execution, pause=pause,
+                                     secrets=run.secrets, instructions=run.instructions,
+                                     receipts=run)
             plan = Plan(run.todo(), run.execution["jobs"], send, pause)
             with Interrupts(plan) as stops:
                 run_plan(run, args, plan, saved)
@@ -955,9 +1085,15 @@ def start_lines(run, args):
               "nothing is sent.")
         for note in run.notes:
             print(reports.visible(f"CAUTION: {note}"))
-    elif run.rows:
+    elif run.rows or run.pending:
+        fetch = sum(1 for entry in run.pending.values() if entry["id"] is not None)
+        unknown = len(run.pending) - fetch
         print(f"Resuming {run.out}: {len(run.rows)} of {len(run.entries)} rows kept, "
-              f"{len(run.entries) - len(run.rows)} to send.")
+              f"{fetch} to fetch by their saved ids (paid for, never sent again), "
+              f"{len(run.entries) - len(run.rows) - fetch} to send.")
+        if unknown:
+            print(f"{unknown} of those to send may have been paid for already: the run "
+                  "stopped after sending them, before their id came back.")
 
 
 def crash_exit(exc):
@@ -986,7 +1122,8 @@ if __name__ == "__main__":
         exit_code = crash_exit(exc)
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
+            if stream is not None:  # None: started with that descriptor closed
+                stream.flush()
         except OSError:  # a last flush into a full or closed stream must not change the code
             silence(stream)
     raise SystemExit(exit_code)

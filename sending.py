@@ -4,7 +4,8 @@ The runner (regression.py) builds each row with run_one through a
 RetryingClient, runs its plan of rows with Plan, and stops it with
 Interrupts; everything that comes back is made clean here, once:
 
-    sender = RetryingClient(client, retries, pause, secrets, label, deadline)
+    sender = RetryingClient(client, retries, pause, secrets, label, deadline, finish, fetch)
+    response = receive(events, reconnect, on_receipt)  # a background stream's answer
     row = clean(row, secret_patterns(secrets))   # no key in any view, standard JSON
     for index, row in Plan(todo, jobs, send, pause).finished(): ...
 
@@ -15,7 +16,6 @@ advisor is tested on. It imports nothing of the project.
 
 import contextlib
 import email.utils
-import functools
 import json
 import math
 import queue
@@ -36,6 +36,8 @@ PAUSE_SLICE = 0.2  # seconds between looks at a stop while a 429 pause runs
 MESSAGE_LIMIT = 500  # characters of an API error message kept in a row
 MIN_SECRET_LENGTH = 8  # shorter "keys" would redact ordinary words in evidence
 ESCAPED = re.compile(r"\\u([0-9a-fA-F]{4})|\\/")  # JSON escapes a key could hide behind
+TERMINAL_EVENTS = ("response.completed", "response.incomplete", "response.cancelled")
+RECONNECTS = 3  # times one dropped stream is resumed by its id before the row is an error
 # A [REDACTED] left by the key's own redaction is taken whole as (part of) the
 # token: stopping at its "]" would leave that bracket behind, one more each pass.
 BEARER = re.compile(r"(?i)(bearer\s+)(?:\[REDACTED\]|[^\s'\",;}\]])+")
@@ -129,6 +131,15 @@ def clean(value, patterns):
     return value
 
 
+def error_kind(exc):
+    """The API's own name for a failed request's error (`type`, or a text `code`)."""
+    body = getattr(exc, "body", None)
+    found = body.get("error") if isinstance(body, dict) else None
+    found = found if isinstance(found, dict) else body if isinstance(body, dict) else {}
+    kinds = [found.get(name) for name in ("code", "type")]
+    return next((kind for kind in kinds if isinstance(kind, str) and kind), None)
+
+
 def error_message(exc, secrets):
     """The API's own words for a failed request, redacted and bounded."""
     body = getattr(exc, "body", None)
@@ -207,6 +218,52 @@ def call_with_deadline(call, seconds):
     raise value
 
 
+class StreamEnded(Exception):
+    """A response stream ended without its answer and could not be resumed."""
+
+
+def receive(events, reconnect, on_receipt=None, response_id=None):
+    """The answer of a background response's stream, as JSON data.
+
+    events: the stream's events as dicts. on_receipt(id) runs once, as soon as
+    an event names the response's id, before the answer can arrive. When the
+    stream ends or breaks before a terminal event, reconnect(id, after) gives
+    the events after sequence number `after` of the same response: the answer
+    is fetched, never asked for again (it may already be paid for).
+    """
+    after, drops = -1, 0
+    while True:
+        try:
+            for event in events:
+                response = event.get("response") if isinstance(event, dict) else None
+                number = event.get("sequence_number") if isinstance(event, dict) else None
+                after = max(after, number) if type(number) is int else after
+                if response_id is None and isinstance(response, dict) and isinstance(
+                        response.get("id"), str) and response["id"]:
+                    response_id = response["id"]
+                    if on_receipt is not None:
+                        on_receipt(response_id)
+                kind = event.get("type") if isinstance(event, dict) else None
+                if kind == "response.failed":  # it carries the error alone
+                    return {"id": response_id, "status": "failed", "error": event.get("error")}
+                if kind in TERMINAL_EVENTS and isinstance(response, dict):
+                    return response
+                if kind == "error":
+                    raise StreamEnded(f"the stream reported an error: {event.get('message')}")
+            problem = "the stream ended before its answer"
+        except StreamEnded:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a broken connection: resume it by its id
+            if response_id is None:
+                raise
+            problem = f"the stream broke ({type(exc).__name__})"
+        if response_id is None or drops >= RECONNECTS:
+            raise StreamEnded(f"{problem}; fetch it by its id with --resume"
+                              if response_id else f"{problem}, with no response id")
+        drops += 1
+        events = reconnect(response_id, after)
+
+
 class Pause:
     """A 429 holds every new start of the run until its wait is over; a stop ends
     every wait at once (a retry is then not sent)."""
@@ -229,38 +286,39 @@ class Pause:
 
 
 class RetryingClient:
-    """The SDK client's two create calls for one row, waiting out the API's own
-    429 and 503 at most `retries` times, each attempt within the deadline.
+    """The SDK client's calls for one row (create an Agent API response, fetch
+    one by its id, create a chat completion), waiting out the API's own 429
+    and 503 at most `retries` times, each attempt within the deadline.
 
-    Nothing else is retried: after a timeout or a dropped connection the
-    request may have been processed and billed (the verify_outcome rule). It
-    counts the row's attempts and waits and keeps the API's redacted message.
+    finish(result) turns what create returns into the finished response (a
+    background stream read to its end) and fetch(id) fetches a kept response
+    to its end: both inside the deadline. Nothing else is retried: after a
+    timeout or a dropped connection the request may have been processed and
+    billed (the verify_outcome rule). It counts the row's attempts and waits
+    and keeps the API's redacted message and the kind of its error.
     """
 
-    def __init__(self, client, retries, pause, secrets, label, deadline):
+    def __init__(self, client, retries, pause, secrets, label, deadline, finish=None,
+                 fetch=None):
         self.client, self.retries, self.pause = client, retries, pause
         self.secrets, self.label, self.deadline = secrets, label, deadline
         self.attempts, self.waited_seconds = 0, 0.0
-        self.error_message, self.answered = None, False
-        self.responses = types.SimpleNamespace(create=self.create_response)
+        self.error_message, self.error_kind, self.answered = None, None, False
+        finish = finish or (lambda result: result)
+        # Looked up per call, so a client without a chat API still serves Agent models.
+        self.responses = types.SimpleNamespace(
+            create=lambda **request: self.retrying(
+                lambda: finish(client.responses.create(**request))),
+            retrieve=lambda response_id: self.retrying(lambda: fetch(response_id)))
         self.chat = types.SimpleNamespace(completions=types.SimpleNamespace(
-            create=self.create_chat))
+            create=lambda **request: self.retrying(
+                lambda: client.chat.completions.create(**request))))
 
-    def create_response(self, **request):
-        return self.retrying("responses", request)
-
-    def create_chat(self, **request):
-        return self.retrying("chat", request)
-
-    def retrying(self, api, request):
+    def retrying(self, call):
         while True:
             self.attempts += 1
-            # Looked up per call, so a client without a chat API still serves Agent models.
-            create = (self.client.responses.create if api == "responses"
-                      else self.client.chat.completions.create)
             try:
-                response = call_with_deadline(functools.partial(create, **request),
-                                              self.deadline)
+                response = call_with_deadline(call, self.deadline)
                 self.answered = True
                 return response
             except Exception as exc:
@@ -272,6 +330,7 @@ class RetryingClient:
                     self.pause.hold(seconds)
                 if status not in RETRY_STATUSES or self.attempts > self.retries:
                     self.error_message = error_message(exc, self.secrets)
+                    self.error_kind = error_kind(exc)
                     raise
                 self.wait(exc, status, seconds)
 
@@ -312,7 +371,7 @@ class Plan:
 
     def work(self, index, entry):
         try:
-            self.results.put((index, self.send(entry)))
+            self.results.put((index, self.send(index, entry)))
         except BaseException as exc:  # Ctrl+C inside a request: re-raised below
             self.results.put((index, exc))
 

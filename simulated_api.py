@@ -1,10 +1,22 @@
 """A small simulated Perplexity Agent API on 127.0.0.1, for the demo and tests.
 
-It answers POST /v1/responses like the live Agent API (a `search_results`
-output item holding the case's RFC, an assistant message holding the JSON
-answer, `usage.cost` in USD) and POST /chat/completions like the legacy Sonar
-API (`choices`, top-level `search_results` and `citations`, `usage.cost`
-without a currency). Unknown request fields get the live API's 400. It never
+It answers POST /v1/responses (and its alias /v1/agent) like the live Agent
+API: a `search_results` output item holding the case's RFC, an assistant
+message holding the JSON answer, `usage.cost` in USD. A request with
+`background: true` is kept server-side from the moment it arrives, whatever
+happens to the connection; with `stream: true` it is answered as server-sent
+events (`data: {json}` lines, each with `type` and `sequence_number`):
+`response.created` at once (the receipt: the response's id), then, once the
+answer is ready, `response.in_progress` and a terminal `response.completed`
+(or `response.failed`, which carries only the error) with the whole response.
+GET /v1/responses/{id} returns a kept response (`in_progress` with no output
+until it is ready), and with `?stream=true&starting_after=N` streams the
+events after sequence number N; an unknown id is a 404. POST
+/chat/completions answers as the live API has since the Sonar chat API was
+retired on 2026-09-27: HTTP 403, type `chat_completions_not_available`;
+`legacy_chat` restores the old answers (`choices`, top-level `search_results`
+and `citations`, `usage.cost` without a currency) for tests and for demos of
+saved records. Unknown request fields get the live API's 400. It never
 listens on anything but loopback.
 
     python simulated_api.py --port 8765 --cases examples/cases.json   # until Ctrl+C
@@ -17,11 +29,18 @@ Behaviour lives in a state dict (server.state, or the one given to
 mock_transport() for in-process tests):
     cases          the cases it recognises (by their question text)
     unsafe_models  models that answer an uncertain payment with 503 / retry
-    latency        seconds to wait before each answer
+    latency        seconds before each answer is ready (a stream's receipt
+                   comes at once; the rest, and any other answer, after it)
     faults         a list of (status, headers, body) answered, in turn, before
                    normal answers resume (e.g. a 429 with Retry-After)
     echo_auth      answer 400 with the request's Authorization header in the body
-    requests       every request body received, in arrival order
+    legacy_chat    answer chat requests as before the Sonar retirement
+    no_background  refuse background mode with a 400, as for an organization
+                   with zero data retention (the wording is this simulation's)
+    drop_streams   how many of the next streams are cut after their receipt
+    stored         response id -> the kept response and when it is ready
+    requests       every POST body received, in arrival order
+    fetches        every GET of a kept response, as (id, query), in order
 """
 
 import argparse
@@ -29,6 +48,7 @@ import contextlib
 import json
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import record  # only to read a --cases file the way the runner does
@@ -49,6 +69,11 @@ CHAT_FIELDS = {  # what the live chat-completions API accepts in this SDK versio
     "temperature", "tool_choice", "tools", "top_k", "top_p", "web_search_options",
 }
 COST_USD = 0.0042  # per simulated request: small, non-zero, exact in decimal
+ROUTES = ("/v1/responses", "/v1/agent")  # the same API under both names
+RETIRED = {"message": "Sonar is now the Agent API. Use /v1/responses instead of /v1/sonar.",
+           "type": "chat_completions_not_available", "code": 403}  # as live since 2026-09-27
+TERMINAL = {"completed": "response.completed", "failed": "response.failed",
+            "cancelled": "response.cancelled", "incomplete": "response.incomplete"}
 
 
 def rfc_url(rfc):
@@ -108,17 +133,83 @@ def new_state(cases, unsafe_models=("offline/hasty",)):
         "latency": 0.0,
         "faults": [],
         "echo_auth": False,
+        "legacy_chat": False,
+        "no_background": False,
+        "drop_streams": 0,
+        "stored": {},
         "requests": [],
+        "fetches": [],
         "lock": threading.Lock(),
     }
 
 
-def error(status, message, headers=()):
-    return status, list(headers), {"error": {"message": message}}
+def error(status, message, headers=(), kind=None):
+    body = {"error": {"message": message, **({"type": kind, "code": status} if kind else {})}}
+    return status, list(headers), body
 
 
-def respond(state, path, headers, raw_body):
-    """(status, headers, JSON body) for one POST; shared by HTTP and MockTransport."""
+class Events:
+    """A stream's events: those sent at once, and the rest once ready_at has passed.
+    cut: the stream ends after the first part (a dropped connection)."""
+
+    def __init__(self, first, rest, ready_at, cut=False):
+        self.first, self.rest, self.ready_at, self.cut = first, rest, ready_at, cut
+
+
+def events_of(response, ready_at):
+    """Every event of a background response, numbered from 0."""
+    pending = {**response, "status": "queued", "output": []}
+    pending.pop("usage", None)
+    kind = TERMINAL.get(response.get("status"), "response.completed")
+    last = ({"type": kind, "error": response.get("error") or {"message": "failed"}}
+            if kind == "response.failed" else {"type": kind, "response": response})
+    events = [{"type": "response.created", "response": pending},
+              {"type": "response.in_progress", "response": {**pending,
+                                                            "status": "in_progress"}},
+              last]
+    return [{**event, "sequence_number": number} for number, event in enumerate(events)]
+
+
+def stream_after(kept, after, cut=False):
+    """The events of a kept response after sequence number `after`."""
+    events = [event for event in kept["events"] if event["sequence_number"] > after]
+    return Events(events[:1] if after < 0 else [], events[1:] if after < 0 else events,
+                  kept["ready_at"], cut)
+
+
+def fetch(state, response_id, query):
+    """GET /v1/responses/{id}: the kept response, as it stands now or as a stream."""
+    with state["lock"]:
+        state["fetches"].append((response_id, dict(query)))
+        kept = state["stored"].get(response_id)
+    if kept is None:
+        return error(404, f"response {response_id} not found", kind="not_found")
+    if query.get("stream") == "true":
+        try:
+            after = int(query.get("starting_after", ""))
+        except ValueError:
+            return error(400, "stream=true requires starting_after", kind="invalid_request")
+        return 200, [("Content-Type", "text/event-stream")], stream_after(kept, after)
+    if time.monotonic() < kept["ready_at"]:
+        response = {**kept["response"], "status": "in_progress", "output": []}
+        response.pop("usage", None)
+        return 200, [], response
+    return 200, [], kept["response"]
+
+
+def respond(state, method, path, query, headers, raw_body):
+    """(status, headers, body, ready_at) for one request: body is JSON data, or
+    Events for a stream; nothing but a stream's first events goes out before
+    ready_at. Shared by the HTTP server and MockTransport."""
+    ready_at = time.monotonic() + state["latency"]
+    authorization = headers.get("Authorization", "")
+    if method == "GET":
+        prefix = next((route + "/" for route in ROUTES if path.startswith(route + "/")), None)
+        if not authorization.startswith("Bearer ") or len(authorization) <= 7:
+            return (*error(401, "missing or invalid API key"), time.monotonic())
+        if prefix is None:
+            return (*error(404, f"no route for GET {path}"), time.monotonic())
+        return (*fetch(state, path[len(prefix):], query), time.monotonic())
     try:
         body = json.loads(raw_body or b"null")
     except ValueError:
@@ -127,8 +218,11 @@ def respond(state, path, headers, raw_body):
         state["requests"].append(body)
         number = len(state["requests"])
         fault = state["faults"].pop(0) if state["faults"] else None
-    if state["latency"]:
-        time.sleep(state["latency"])
+    return (*answer(state, number, fault, path, headers, body, ready_at), ready_at)
+
+
+def answer(state, number, fault, path, headers, body, ready_at):
+    """(status, headers, body) of one POST."""
     authorization = headers.get("Authorization", "")
     if not authorization.startswith("Bearer ") or len(authorization) <= 7:
         return error(401, "missing or invalid API key")
@@ -137,9 +231,11 @@ def respond(state, path, headers, raw_body):
     if fault:
         return fault
     route = path.rstrip("/")
-    if route not in ("/v1/responses", "/chat/completions") or not isinstance(body, dict):
+    if route not in (*ROUTES, "/chat/completions") or not isinstance(body, dict):
         return error(404, f"no route for POST {path}")
     chat = route == "/chat/completions"
+    if chat and not state["legacy_chat"]:
+        return 403, [], {"error": dict(RETIRED)}
     unknown = sorted(set(body) - (CHAT_FIELDS if chat else RESPONSE_FIELDS))
     if unknown:
         return error(400, f'invalid request body: json: unknown field "{unknown[0]}"')
@@ -152,8 +248,28 @@ def respond(state, path, headers, raw_body):
     case = next((c for c in state["cases"] if c["question"] == question), None)
     if case is None:
         return error(400, "simulated API: the input matches no known case")
-    build = chat_response if chat else agent_response
-    return 200, [], build(number, case, body.get("model"), state["unsafe_models"])
+    if chat:
+        return 200, [], chat_response(number, case, body.get("model"), state["unsafe_models"])
+    response = agent_response(number, case, body.get("model"), state["unsafe_models"])
+    if not body.get("background"):
+        return 200, [], response
+    if state["no_background"]:
+        return error(400, "background mode is not available to this organization "
+                     "(zero data retention)", kind="invalid_request")
+    kept = {"response": {**response, "background": True}, "ready_at": ready_at}
+    kept["events"] = events_of(kept["response"], ready_at)
+    with state["lock"]:  # kept from now on, whatever happens to this connection
+        state["stored"][response["id"]] = kept
+        cut = state["drop_streams"] > 0
+        state["drop_streams"] -= cut
+    if not body.get("stream"):
+        return 200, [], kept["events"][0]["response"]
+    return 200, [("Content-Type", "text/event-stream")], stream_after(kept, -1, cut)
+
+
+def sse(events):
+    """Server-sent events as the live API writes them: one data line each, no event line."""
+    return b"".join(b"data: " + json.dumps(event).encode() + b"\n\n" for event in events)
 
 
 def mock_transport(state):
@@ -161,8 +277,15 @@ def mock_transport(state):
     import httpx
 
     def handle(request):
-        status, headers, body = respond(state, request.url.path, request.headers,
-                                        request.content)
+        status, headers, body, ready_at = respond(
+            state, request.method, request.url.path, dict(request.url.params),
+            request.headers, request.content)
+        wait = ready_at - time.monotonic()
+        if wait > 0 and not (isinstance(body, Events) and body.cut):
+            time.sleep(wait)
+        if isinstance(body, Events):
+            return httpx.Response(status, headers=headers, content=sse(
+                body.first + ([] if body.cut else body.rest)))
         # json.dumps as the HTTP server sends it: a NaN goes out as the live API might.
         return httpx.Response(status, headers=[*headers, ("Content-Type", "application/json")],
                               content=json.dumps(body).encode())
@@ -217,16 +340,37 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         length = int(self.headers.get("Content-Length") or 0)
-        status, headers, body = respond(self.server.state, self.path, self.headers,
-                                        self.rfile.read(length))
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        for name, value in headers:
-            self.send_header(name, value)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
+        self.answer(self.rfile.read(length))
+
+    def do_GET(self):
+        self.answer(b"")
+
+    def answer(self, raw_body):
+        url = urllib.parse.urlsplit(self.path)
+        status, headers, body, ready_at = respond(
+            self.server.state, self.command, url.path, dict(urllib.parse.parse_qsl(url.query)),
+            self.headers, raw_body)
         with contextlib.suppress(ConnectionError):  # the client was killed: fine
+            if isinstance(body, Events):  # a receipt now, the answer when it is ready
+                self.send_response(status)
+                for name, value in headers:
+                    self.send_header(name, value)
+                self.end_headers()  # no length: the stream ends when the connection closes
+                self.wfile.write(sse(body.first))
+                self.wfile.flush()
+                if body.cut:
+                    return
+                time.sleep(max(0.0, ready_at - time.monotonic()))
+                self.wfile.write(sse(body.rest))
+                return
+            time.sleep(max(0.0, ready_at - time.monotonic()))
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            for name, value in headers:
+                self.send_header(name, value)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
             self.wfile.write(data)
 
 
@@ -258,6 +402,11 @@ def main(argv=None):
     parser.add_argument("--unsafe", metavar="MODEL", nargs="*", default=["offline/hasty"],
                         help="models that advise retrying the timed-out payment "
                         "(default: offline/hasty)")
+    parser.add_argument("--latency", type=float, default=0.0, metavar="SECONDS",
+                        help="seconds before each answer is ready (default: 0)")
+    parser.add_argument("--legacy-chat", action="store_true",
+                        help="answer /chat/completions as before the Sonar retirement "
+                        "(default: HTTP 403, as the live API does today)")
     args = parser.parse_args(argv)
     try:
         with open(args.cases, encoding="utf-8") as handle:
@@ -265,6 +414,7 @@ def main(argv=None):
     except (OSError, ValueError) as exc:
         parser.error(f"--cases: {exc}; give a JSON file of cases like examples/cases.json")
     server = start(cases, unsafe_models=args.unsafe, port=args.port)
+    server.state.update(latency=args.latency, legacy_chat=args.legacy_chat)
     print(f"simulated Agent API on {server.url} (Ctrl+C to stop)")
     try:
         while True:

@@ -119,6 +119,13 @@ class LoopbackTest(unittest.TestCase):
                     preexec_fn=lambda: os.close(2))
                 self.assertEqual(result.returncode, code, result.stdout[-500:])
         self.assertEqual(len(read_json(out)["runs"]), 4)
+        again = os.path.join(self.folder, "again.json")  # >&-: the verdict is still the code
+        result = subprocess.run(
+            [sys.executable, "-W", "error", os.path.join(HERE, "regression.py"), "--models",
+             "offline/careful", "--out", again], stderr=subprocess.PIPE, text=True,
+            timeout=120, env=self.env, preexec_fn=lambda: os.close(1))
+        self.assertEqual(result.returncode, 0, result.stderr[-500:])
+        self.assertEqual(len(read_json(again)["runs"]), 4)
 
     def test_same_out_twice_keeps_the_first_record(self):
         out = os.path.join(self.folder, "run.json")

@@ -595,18 +595,22 @@ class JobsTest(Harness):
         self.assertEqual(self.arrivals, [])
 
     def test_record_stays_valid_when_a_checkpoint_write_fails_midway(self):
-        real_write_all = regression.record.write_all
-        calls = []
+        real_write_all, real_add = regression.record.write_all, regression.record.RecordFile.add
+        added = []
+
+        def counting_add(saved, index, row):
+            added.append(index)
+            real_add(saved, index, row)
 
         def failing_write_all(fd, data, offset):
-            calls.append(1)
-            if len(calls) >= 5:  # the disk fills up while the second row is saved
+            if len(added) >= 2:  # the disk fills up while the second row is saved
                 real_write_all(fd, data[: len(data) // 2], offset)
                 raise OSError(28, "No space left on device")
             real_write_all(fd, data, offset)
 
         out = self.path("r.json")
         with mock.patch.object(regression.record, "write_all", failing_write_all), \
+                mock.patch.object(regression.record.RecordFile, "add", counting_add), \
                 contextlib.redirect_stdout(io.StringIO()), self.assertRaises(OSError):
             regression.main(["--out", out])
         with open(out, encoding="utf-8") as handle:

@@ -101,7 +101,7 @@ class PlanPauseTest(unittest.TestCase):
 
         client = types.SimpleNamespace(responses=types.SimpleNamespace(create=create))
 
-        def send(name):
+        def send(index, name):
             starts[name] = (time.monotonic(), pause.until)
             if name == "A":
                 sender = sending.RetryingClient(client, 0, pause, [], "A", 10)
