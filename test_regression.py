@@ -1610,3 +1610,124 @@ class SmallThingsTest(Harness):
                              ("chat:sonar-pro", "sonar")):
             with self.subTest(named):
                 self.assertFalse(checker.same_model(asked, named))
+
+
+class ReceiptTest(Harness):
+    """Every paid answer gets a receipt (its id in the record) before it arrives."""
+
+    def posts(self):
+        return len(self.state["requests"])
+
+    def stop_at(self, method, number=1):
+        """A before_request that raises Ctrl+C at the number-th request of method."""
+        seen = []
+
+        def interrupt(request):
+            if request.method == method:
+                seen.append(request)
+                if len(seen) == number:
+                    raise KeyboardInterrupt
+        return interrupt
+
+    def test_agent_requests_go_out_in_background_and_are_streamed(self):
+        code, _, _ = self.main()
+        self.assertEqual(code, 0)
+        self.assertEqual(self.posts(), 8)  # one POST per row, and no other request
+        self.assertEqual(self.state["fetches"], [])
+        self.assertTrue(all(body["background"] is True and body["stream"] is True
+                            for body in self.state["requests"]))
+        saved = self.record()
+        self.assertNotIn("pending", saved)  # every receipt was spent on its row
+        self.assertEqual(saved["execution"]["foreground"], False)
+
+    def test_the_id_is_saved_before_the_answer_and_a_dropped_stream_is_fetched(self):
+        self.state["drop_streams"] = 1  # the first stream breaks after its receipt
+        pending = []
+        self.before_request = lambda request: request.method == "GET" and pending.append(
+            self.record().get("pending"))
+        code, _, _ = self.main()
+        self.assertEqual(code, 0)
+        self.assertEqual(pending, [{"0": {"id": "resp_sim_1", "model": regression.MODELS[0],
+                                          "case_id": "rate-limit", "repeat": 0}}])
+        self.assertEqual(self.state["fetches"], [("resp_sim_1", {"stream": "true",
+                                                                  "starting_after": "0"})])
+        self.assertEqual(self.posts(), 8)  # fetched, never sent again
+        self.assertEqual(len(self.record()["runs"]), 8)
+
+    def test_resume_fetches_a_saved_id_instead_of_paying_again(self):
+        self.state["drop_streams"] = 1
+        self.before_request = self.stop_at("GET")  # the process stops mid-answer
+        with self.assertRaises(KeyboardInterrupt):
+            self.main()
+        self.before_request = None
+        saved = self.record()
+        self.assertEqual(saved["pending"]["0"]["id"], "resp_sim_1")
+        code, output, _ = self.main("--resume", self.out, out=False)
+        self.assertEqual(code, 0)
+        self.assertIn("1 to fetch by their saved ids", output)
+        self.assertEqual(self.posts(), 8)  # the first request was paid once
+        row = self.record()["runs"][0]
+        self.assertEqual(row["response"]["id"], "resp_sim_1")
+        self.assertIn("fetched by its id resp_sim_1", row["recovered"])
+
+    def test_an_id_the_api_no_longer_has_is_sent_again_and_the_row_says_so(self):
+        self.state["drop_streams"] = 1
+        self.before_request = self.stop_at("GET")
+        with self.assertRaises(KeyboardInterrupt):
+            self.main()
+        self.before_request = None
+        self.state["stored"].clear()  # expired at the API
+        code, _, _ = self.main("--resume", self.out, out=False)
+        self.assertEqual(code, 0)
+        self.assertEqual(self.posts(), 9)
+        self.assertIn("sent again: the API no longer had resp_sim_1",
+                      self.record()["runs"][0]["recovered"])
+
+    def test_a_request_stopped_before_its_id_came_back_is_counted_on_resume(self):
+        self.before_request = self.stop_at("POST", 2)
+        with self.assertRaises(KeyboardInterrupt):
+            self.main()
+        self.before_request = None
+        self.assertEqual(self.record()["pending"]["1"]["id"], None)
+        code, output, _ = self.main("--resume", self.out, out=False)
+        self.assertEqual(code, 0)
+        self.assertIn("1 of those to send may have been paid for already", output)
+
+    def test_a_complete_json_answer_to_a_stream_request_is_the_answer(self):
+        counted = []
+
+        def answer(request):
+            counted.append(request)
+            case = regression.CASES[3]
+            body = simulated_api.agent_response(1, case, "m", ())
+            return httpx.Response(200, json=body)
+
+        client = Perplexity(api_key=KEY, max_retries=0, http_client=httpx.Client(
+            transport=httpx.MockTransport(answer)))
+        row = regression.run_one(client, regression.CASES[3], "m", background=True)
+        self.assertEqual((row["passed"], len(counted)), (True, 1), row["reasons"])
+        self.assertTrue(json.loads(counted[0].content)["stream"])
+
+    def test_foreground_sends_plainly_and_a_resume_keeps_it(self):
+        self.state["faults"] = [simulated_api.error(401, "bad key")]
+        self.main("--foreground")
+        self.main("--resume", self.out, out=False)
+        self.assertFalse(any("background" in body for body in self.state["requests"]))
+        self.assertTrue(self.record()["execution"]["foreground"])
+
+    def test_a_refusal_of_background_mode_says_to_use_foreground(self):
+        self.state["no_background"] = True
+        code, _, errors = self.main()
+        self.assertEqual(code, 2)
+        self.assertIn("start a new run with --foreground", errors)
+
+    def test_the_retired_sonar_chat_api_is_named_and_nothing_more_is_sent_to_it(self):
+        code, _, errors = self.main("--models", "chat:sonar-pro", "openai/gpt-5.6-sol",
+                                    "--jobs", "1")
+        self.assertEqual(code, 2)
+        row = self.record()["runs"][0]
+        self.assertEqual((row["error"], row["error_status"]), ("SonarRetired", 403))
+        self.assertIn("retired on 2026-09-27", row["error_message"])
+        self.assertIn("--switch chat:sonar-pro=perplexity/sonar", errors)
+        self.assertIn("--resume would meet the same 403", errors)
+        self.assertEqual(self.posts(), 1)
