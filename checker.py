@@ -114,7 +114,21 @@ methods and retrying requests). An answer with code 429 must cite RFC 6585; \
 every other answer must cite RFC 9110. Cite no RFC other than these two.
 """
 
+# The search budget is pinned in tokens: a named size ("medium") resolves to
+# whatever the API's current default is, so two runs months apart could see
+# different amounts of search context. 1,000 and 1,000 are today's "medium".
+SEARCH_TOKENS = 1000  # search context per request, all results together
+SEARCH_TOKENS_PER_PAGE = 1000  # content taken from one result page
 TOOL = {
+    "type": "web_search",
+    "max_tokens": SEARCH_TOKENS,
+    "max_tokens_per_page": SEARCH_TOKENS_PER_PAGE,
+    "filters": {"search_domain_filter": ["rfc-editor.org"]},
+}
+# The tool as the published design sent it: still in records made before the
+# budget was pinned (SDK 0.46.1's web_search has no max_results, and a strict
+# API refuses unknown fields). A comparison names the difference.
+PUBLISHED_TOOL = {
     "type": "web_search",
     "search_context_size": "medium",
     "max_results": 5,

@@ -245,16 +245,28 @@ def config_problem(before, after, switches, paths):
             return (f"configs differ in {', '.join(map(shown, differing))}; only "
                     "instructions may change between compared runs")
         return None
-    differing = [key for key in differing if key not in SWITCHABLE]
+    differing = [key for key in differing if key not in SWITCHABLE
+                 and not (key == "tool" and pinned_budget(old, new))]
     if differing:
         return (f"configs differ in {', '.join(map(shown, differing))}; with --switch "
-                "only models, instructions and chat_request may change")
+                "only models, instructions and chat_request may change (and the web search "
+                "tool from the published form to the pinned budget)")
     for old_model, new_model in switches:
         for model, which, config in ((old_model, "BEFORE", old), (new_model, "AFTER", new)):
             if model not in config["models"]:
                 return (f"--switch {old_model}={new_model}: model {model} is not in {which}'s "
                         f"models ({', '.join(config['models'])})")
     return None
+
+
+def pinned_budget(old, new):
+    """Whether the tools differ only as the published form and the pinned budget do."""
+    return ({json_key(old.get("tool")), json_key(new.get("tool"))}
+            == {json_key(checker.PUBLISHED_TOOL), json_key(checker.TOOL)})
+
+
+def json_key(value):
+    return record.dumps(value, sort_keys=True)
 
 
 def created(value):
@@ -314,6 +326,15 @@ def receipt_cautions(before, after, rows, switches, paths):
     return lines
 
 
+def budget_text(tool):
+    """How a web_search tool sized its search context, in a few words."""
+    if tool.get("max_tokens") is not None:
+        return (f"pinned at max_tokens {tool['max_tokens']}, max_tokens_per_page "
+                f"{tool.get('max_tokens_per_page')}")
+    return (f"search_context_size {tool.get('search_context_size')} with max_results "
+            f"{tool.get('max_results')}")
+
+
 def cautions(before, after, switches, paths):
     """The lines printed before the labelled ones: none carries a label word."""
     lines = []
@@ -331,6 +352,11 @@ def cautions(before, after, switches, paths):
             lines.append(f"CAUTION: changed {field}: {shown(before.get(field))} -> "
                          f"{shown(after.get(field))}; a difference may come from the tooling, "
                          "not the model")
+    if before["config"].get("tool") != after["config"].get("tool"):  # allowed by a switch
+        lines.append(f"CAUTION: changed tool: the web search budget was "
+                     f"{budget_text(before['config']['tool'])} in BEFORE and "
+                     f"{budget_text(after['config']['tool'])} in AFTER; the models saw "
+                     "different amounts of search context")
     changed = instructions_line(before["config"].get("instructions"),
                                 after["config"].get("instructions"))
     return lines + ([changed] if changed else [])

@@ -92,6 +92,8 @@ from vocabulary import Parser, mend_standard_streams
 # --------------------------------------------------------------------------
 
 MAX_STEPS = 5  # agent steps per request: search, maybe a second search, answer
+CHAT_SEARCH_CONTEXT = "medium"  # the chat API's own search fields: it has no token budget
+CHAT_SEARCH_RESULTS = 5
 MAX_OUTPUT_TOKENS = 4096  # the JSON answer is ~200 tokens; room for reasoning
 TIMEOUT_SECONDS = 180  # per request, in total: a slow agent run takes about a minute
 MAX_JOBS = 32  # requests in flight; more mostly buys rate limits
@@ -133,8 +135,8 @@ def chat_request_template():
         "messages": [{"role": "system", "content": "<INSTRUCTIONS>"},
                      {"role": "user", "content": "<the case's question>"}],
         "search_domain_filter": TOOL["filters"]["search_domain_filter"],
-        "web_search_options": {"search_context_size": TOOL["search_context_size"]},
-        "num_search_results": TOOL["max_results"],
+        "web_search_options": {"search_context_size": CHAT_SEARCH_CONTEXT},
+        "num_search_results": CHAT_SEARCH_RESULTS,
         "response_format": FORMAT,
         "max_tokens": MAX_OUTPUT_TOKENS,
     }

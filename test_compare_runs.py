@@ -445,6 +445,22 @@ class SwitchTest(Files, unittest.TestCase):
         after = fail(make_record(models=(self.NEW,)), "ambiguous-payment")
         return self.write("sonar.json", before), self.write("agent.json", after)
 
+    def test_a_legacy_record_with_the_published_tool_stays_the_baseline_of_a_switch(self):
+        legacy = make_record(models=(self.OLD,))
+        legacy["config"]["tool"] = checker.PUBLISHED_TOOL  # made before the budget was pinned
+        before = self.write("legacy.json", legacy)
+        after = self.write("agent.json", make_record(models=(self.NEW,)))
+        code, output, _ = self.main(before, after, "--switch", f"{self.OLD}={self.NEW}")
+        self.assertEqual(code, 0, output)
+        self.assertIn("CAUTION: changed tool: the web search budget was search_context_size "
+                      "medium with max_results 5 in BEFORE and pinned at max_tokens 1000, "
+                      "max_tokens_per_page 1000 in AFTER", output)
+        same = make_record(models=(self.NEW,), created_at="2026-03-02T00:00:00+00:00")
+        same["config"]["tool"] = checker.PUBLISHED_TOOL
+        code, output, _ = self.main(self.write("old-agent.json", same), after)
+        self.assertEqual(code, 2)  # without --switch the tools must match
+        self.assertIn("NOT_COMPARABLE: configs differ in tool", output)
+
     def test_two_records(self):
         before, after = self.pair()
         self.assertIn("chat_request", compare_runs.record.read_record(before)["config"])

@@ -1731,3 +1731,54 @@ class ReceiptTest(Harness):
         self.assertIn("--switch chat:sonar-pro=perplexity/sonar", errors)
         self.assertIn("--resume would meet the same 403", errors)
         self.assertEqual(self.posts(), 1)
+
+
+def unknown_fields(model, where="$"):
+    """Every field a validated SDK model kept as extra (its models allow any), by path."""
+    import pydantic
+
+    found = [f"{where}.{name}" for name in (model.model_extra or {})]
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        for number, item in enumerate(value if isinstance(value, list) else [value]):
+            if isinstance(item, pydantic.BaseModel):
+                found += unknown_fields(item, f"{where}.{name}[{number}]")
+    return found
+
+
+class TypedRequestTest(unittest.TestCase):
+    """Every request body the runner sends fits the SDK's own typed request models,
+    nested fields included, with unknown fields forbidden: a strict API answers 400."""
+
+    def bodies(self, *args):
+        captured = []
+        state = simulated_api.new_state(regression.CASES)
+        state["legacy_chat"] = True
+        client = sdk_client(state, captured.append)
+        regression.run_one(client, PAYMENT, *args)
+        return [json.loads(request.content) for request in captured]
+
+    def test_agent_requests_plain_and_in_background(self):
+        from perplexity.generated.api import ResponsesRequestInput
+
+        for background in (False, True):
+            with self.subTest(background=background):
+                (body,) = self.bodies("openai/gpt-5.6-sol", regression.INSTRUCTIONS, background)
+                self.assertEqual(unknown_fields(ResponsesRequestInput.model_validate(body)), [])
+                self.assertEqual(body["tools"], [checker.TOOL])
+
+    def test_the_published_tool_would_be_refused(self):
+        from perplexity.generated.api import ResponsesRequestInput
+
+        body = {"input": "x", "tools": [checker.PUBLISHED_TOOL]}
+        self.assertEqual(unknown_fields(ResponsesRequestInput.model_validate(body)),
+                         ["$.tools[0].max_results"])
+
+    def test_chat_requests(self):
+        (body,) = self.bodies("chat:sonar-pro")
+        self.assertEqual(unknown_fields(ApiChatCompletionsRequestInput.model_validate(body)), [])
+
+    def test_the_search_budget_is_pinned_in_tokens(self):
+        self.assertEqual((checker.TOOL["max_tokens"], checker.TOOL["max_tokens_per_page"]),
+                         (1000, 1000))
+        self.assertNotIn("search_context_size", checker.TOOL)  # a name resolves to a default
