@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import unittest
 import xml.etree.ElementTree as ET
 from unittest import mock
@@ -397,12 +398,17 @@ class ReadmeTest(unittest.TestCase):
             with self.subTest(heading):
                 if heading == "The evidence page":
                     self.bash(".venv/bin/python regression.py --out results.json")
+                if heading == "Before a model switch":  # a Sonar record from before 2026-09-27
+                    self.server.state["legacy_chat"] = True
+                    self.bash(".venv/bin/python regression.py --models chat:sonar-pro "
+                              "--repeats 3 --out sonar.json")
+                    self.server.state["legacy_chat"] = False
                 for block in blocks:
                     output = self.bash(block)
                     self.assertRegex(output, r"(Record: |compared \d+: )")
         self.assertIn("compared 4: 0 new failures", self.bash(
-            ".venv/bin/python compare_runs.py migration.json "
-            "--switch chat:sonar-pro=openai/gpt-5.6-sol"))
+            ".venv/bin/python compare_runs.py sonar.json agent.json "
+            "--switch chat:sonar-pro=perplexity/sonar"))
         self.assertIn("<!DOCTYPE html>", read_text(os.path.join(self.folder, "results.html")))
 
     def ci_job(self, repeats):
@@ -438,11 +444,48 @@ class ReadmeTest(unittest.TestCase):
         self.assertIn("REGRESSION (exit 1)", summary)
         code, summary = self.step("Compare with the committed baseline", env)
         self.assertEqual(code, 1)
-        self.assertIn("NEW_FAILURE (exit 1)", summary)
+        self.assertIn("REGRESSION (exit 1), a pass rate fell", summary)
         os.remove(os.path.join(self.folder, "baseline.json"))
         code, summary = self.step("Compare with the committed baseline", env)
         self.assertEqual(code, 2)
         self.assertIn("NOT_COMPARABLE (exit 2)", summary)
+
+    def test_a_cancelled_job_keeps_every_paid_answer_and_resume_pays_nothing_twice(self):
+        # Actions cancels a step with SIGINT to its shell, SIGTERM 7.5 s later and
+        # SIGKILL to the tree 2.5 s after that; scaled down here by five.
+        env = self.ci_job(repeats=3)
+        self.server.state["requests"].clear()
+        self.server.state["latency"] = 2.0  # answers still in flight at the SIGTERM
+        out = os.path.join(self.folder, "results.json")
+        shell = subprocess.Popen(["bash", "-e", "-c", workflow_step("Run the regression cases")],
+                                 cwd=self.folder, env={**self.env, **env}, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 start_new_session=True)
+        self.addCleanup(lambda: shell.poll() is None and os.killpg(shell.pid, signal.SIGKILL))
+
+        def receipts():
+            try:
+                return [entry["id"] for entry in read_json(out).get("pending", {}).values()]
+            except (OSError, ValueError):
+                return []
+
+        wait_until(lambda: len(receipts()) == 4 and all(receipts()), what="4 receipts")
+        shell.send_signal(signal.SIGINT)  # to the shell alone, as Actions does
+        time.sleep(1.5)
+        shell.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(shell.pid, signal.SIGKILL)
+        shell.communicate(timeout=30)
+        self.assertIn("CANCELLED", read_text(self.summary))
+        saved = read_json(out)
+        self.server.state["latency"] = 0
+        result = cli("regression.py", "--resume", out, env=self.env)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(len(read_json(out)["runs"]), 12)
+        paid = self.server.state["requests"]
+        self.assertEqual(len(paid), 12, "a request was paid twice")  # one POST per row
+        self.assertEqual(len(saved.get("pending", {})), 4)  # the four in flight, by their ids
 
     @unittest.skipUnless(ZIZMOR, "zizmor is not installed (pip install -r requirements-dev.txt)")
     def test_the_example_workflow_passes_the_actions_security_audit(self):
