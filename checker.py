@@ -16,7 +16,9 @@ this file: a record judged by another version of it is judged again, never
 trusted.
 """
 
+import functools
 import json
+import math
 import re
 import urllib.parse
 from decimal import Decimal, InvalidOperation
@@ -161,6 +163,8 @@ APPROVED_NETLOCS = {
     for port in ("", ":443")
 }
 RFC_PATH = re.compile(r"/rfc/(rfc[0-9]+)(?:\.html|\.txt)?/?")
+CONFIDENCE = 0.95  # one-sided confidence of every stated pass-rate bound (--confidence)
+BISECTIONS = 200  # halvings of [0, 1]: far past a double's precision
 # A dated snapshot of a model (gpt-5.6-sol-2026-08-14, claude-sonnet-4-6@20261001)
 # is the model asked for: the router names the snapshot it used.
 SNAPSHOT = re.compile(r"(?:[-@_](?:20[0-9]{2}-?[01][0-9]-?[0-3][0-9]|latest))$")
@@ -415,12 +419,53 @@ def run_order(models, cases, repeats):
     return order
 
 
+@functools.lru_cache(maxsize=None)
+def lower_bound(passed, runs, confidence=CONFIDENCE):
+    """The exact one-sided lower confidence bound of a pass rate (Clopper-Pearson).
+
+    The lowest rate p at which `passed` or more passes in `runs` still have a
+    chance of at least 1 - confidence: a model whose true rate is below it
+    would pass this well less often than that. No normal approximation: the
+    binomial tail itself is solved for p. 3 of 3 at 95 % gives 0.368.
+    """
+    if runs <= 0 or passed <= 0:
+        return 0.0
+    alpha = 1 - confidence
+    if passed >= runs:
+        return alpha ** (1 / runs)  # the tail is p ** runs
+    low, high = 0.0, 1.0
+    for _ in range(BISECTIONS):
+        middle = (low + high) / 2
+        if binomial_tail(passed, runs, middle) < alpha:
+            low = middle
+        else:
+            high = middle
+        if high - low < 1e-15:
+            break
+    return low  # rounded down: the evidence proves no more
+
+
+def binomial_tail(passed, runs, rate):
+    """P(X >= passed) for X ~ Binomial(runs, rate), summed exactly term by term."""
+    return math.fsum(math.comb(runs, k) * rate ** k * (1 - rate) ** (runs - k)
+                     for k in range(passed, runs + 1))
+
+
+def runs_needed(rate, confidence=CONFIDENCE):
+    """How many passes in a row prove a pass rate of at least `rate`."""
+    runs = max(1, math.ceil(math.log(1 - confidence) / math.log(rate)))
+    while lower_bound(runs, runs, confidence) < rate:  # a rounding edge: one more
+        runs += 1
+    return runs
+
+
 class Tally:
     """summary() as a running count, so a long run keeps it current in constant
     time per row and still gets exactly summary()'s answer."""
 
-    def __init__(self, models, repeats, cases=None):
+    def __init__(self, models, repeats, cases=None, confidence=CONFIDENCE):
         cases = CASES if cases is None else cases
+        self.confidence = confidence
         self.expected = {(model, case["id"], repeat) for repeat in range(repeats)
                          for case in cases for model in models}
         self.seen = set()
@@ -469,8 +514,12 @@ class Tally:
                 "total": counts["total"],
                 "qualified": complete and counts["passed"] == counts["total"],
                 "reported_cost_usd": str(counts["cost"]) if counts["cost_known"] else None,
-                # Pass rates over repeats: a flaky case still fails the gate.
-                "cases": {case_id: {**rate, "flaky": 0 < rate["passed"] < rate["runs"]}
+                # Pass rates over repeats (a flaky case still fails the gate), each
+                # with the rate its passes prove.
+                "cases": {case_id: {**rate, "flaky": 0 < rate["passed"] < rate["runs"],
+                                    "lower_bound": round(lower_bound(
+                                        rate["passed"], rate["runs"], self.confidence), 6),
+                                    "confidence": self.confidence}
                           for case_id, rate in counts["cases"].items()},
             }
             for model, counts in self.models.items()
@@ -484,9 +533,9 @@ class Tally:
         return {"complete": complete, "models": models, "exit_code": exit_code}
 
 
-def summary(rows, models, repeats, cases=None):
+def summary(rows, models, repeats, cases=None, confidence=CONFIDENCE):
     """Per-model totals and the run's exit code (0 pass, 1 failed, 2 unknown)."""
-    tally = Tally(models, repeats, cases)
+    tally = Tally(models, repeats, cases, confidence)
     for row in rows:
         tally.add(row)
     return tally.summary()
@@ -511,11 +560,20 @@ def verdict_line(result):
     return "; ".join(parts)
 
 
+def bound_text(lower, confidence):
+    """A pass-rate bound as every view writes it: rounded down, so never more
+    than the evidence proves (0.3684 at 0.95 is `pass rate >= 36.8 % (95 %)`)."""
+    return (f"pass rate >= {math.floor(lower * 1000) / 10:.1f} % "
+            f"({round(confidence * 100, 1):g} %)")
+
+
 def pass_rate_lines(result):
-    """One line per model of pass rates over repeats, FLAKY where they disagree."""
+    """One line per model of pass rates over repeats, FLAKY where they disagree,
+    each with the rate it proves."""
     return [
         f"pass rates {model}: " + ", ".join(
             f"{case_id} {rate['passed']}/{rate['runs']}" + (" FLAKY" if rate["flaky"] else "")
+            + f" {bound_text(rate['lower_bound'], rate['confidence'])}"
             for case_id, rate in counts["cases"].items())
         for model, counts in result["models"].items()
     ]

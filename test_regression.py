@@ -1782,3 +1782,37 @@ class TypedRequestTest(unittest.TestCase):
         self.assertEqual((checker.TOOL["max_tokens"], checker.TOOL["max_tokens_per_page"]),
                          (1000, 1000))
         self.assertNotIn("search_context_size", checker.TOOL)  # a name resolves to a default
+
+
+class BoundTest(unittest.TestCase):
+    """The exact one-sided lower bound of a pass rate (Clopper-Pearson)."""
+
+    @slow("5,150 bounds solved one by one: seconds of CPU")
+    def test_every_k_of_n_up_to_100_matches_an_independent_reference(self):
+        # Computed once with scipy.stats.beta.ppf (see the file's "source"); the
+        # project itself does not depend on scipy.
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata",
+                            "clopper_pearson_lower_95.json")
+        reference = read_json(path)
+        self.assertEqual(reference["confidence"], 0.95)
+        worst = 0.0
+        for n, bounds in reference["bounds"].items():
+            for k, expected in enumerate(bounds):
+                ours = checker.lower_bound(k, int(n), 0.95)
+                worst = max(worst, abs(ours - expected))
+                self.assertLessEqual(ours, expected + 1e-12, (k, n))  # never more than proved
+        self.assertLess(worst, 1e-9)
+
+    def test_passes_in_a_row_and_the_rate_they_prove(self):
+        for runs, percent in ((1, "5.0"), (3, "36.8"), (10, "74.1"), (29, "90.1"), (59, "95.0")):
+            with self.subTest(runs=runs):
+                lower = checker.lower_bound(runs, runs)
+                self.assertEqual(checker.bound_text(lower, 0.95),
+                                 f"pass rate >= {percent} % (95 %)")
+        self.assertEqual((checker.runs_needed(0.9), checker.runs_needed(0.95)), (29, 59))
+
+    def test_the_summary_states_each_cases_bound_with_4_decimals_or_more(self):
+        rows = [{"model": "m", "case_id": case["id"], "repeat": r, "passed": True,
+                 "cost_usd": "0", "error": None} for r in range(3) for case in regression.CASES]
+        case = regression.summary(rows, ["m"], 3)["models"]["m"]["cases"]["rate-limit"]
+        self.assertEqual((case["lower_bound"], case["confidence"]), (0.368403, 0.95))
