@@ -1,19 +1,35 @@
-"""Measure the runner's local overhead and its concurrency, offline.
+"""Measure the runner's local overhead, its concurrency and its receipts, offline.
 
-    .venv/bin/python bench.py            # about a minute; prints two tables
+    .venv/bin/python bench.py                # about 15 minutes; prints five tables
+    .venv/bin/python bench.py --kills 5      # fewer kill -9 trials, a few minutes
 
 1. Local overhead per row: the whole runner (real SDK, checker, checkpoint
    after every row) over httpx.MockTransport, zero latency, ~10 KB responses,
    at 24, 240 and 2,400 rows. Flat means a long run costs no more per row.
 2. Wall time of 24 requests against the loopback simulated API at a fixed
    latency, for --jobs 1, 4, 8 and 16, next to the ideal ceil(24/J) x latency.
+3. The same 24 requests at --jobs 1, in background mode (streamed, the id
+   saved first) against --foreground: what receipts cost in wall time.
+4. kill -9 at random instants of a --jobs 8 run against a server with 3 s
+   latency, each followed by --resume: POSTs the server received against the
+   planned rows (every extra one is a kill that fell between a POST and its
+   receipt), and rows missing at the end.
+5. GitHub Actions' cancellation on the example workflow's own run step (SIGINT
+   to its shell, SIGTERM 7.5 s later, SIGKILL 2.5 s after that), then --resume:
+   requests paid twice.
 """
 
+import argparse
 import contextlib
 import io
+import json
 import math
 import os
+import random
+import signal
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from unittest import mock
@@ -25,6 +41,8 @@ import regression
 import simulated_api
 
 LATENCY = 0.5  # seconds per simulated request in the concurrency table
+KILL_LATENCY = 3.0  # seconds per request in the kill -9 trials: many in flight at a kill
+HERE = os.path.dirname(os.path.abspath(__file__))
 PADDING = 10_000  # bytes of search snippet, so each saved response is ~10 KB
 
 
@@ -77,7 +95,7 @@ def overhead_per_row(rows):
     return len(models) * 4 * repeats, elapsed / (len(models) * 4 * repeats), size
 
 
-def concurrent_wall_time(jobs):
+def concurrent_wall_time(jobs, extra=()):
     server = simulated_api.start(regression.CASES, unsafe_models=())
     server.state["latency"] = LATENCY
     try:
@@ -86,13 +104,130 @@ def concurrent_wall_time(jobs):
                               http_client=httpx.Client(trust_env=False), **kwargs)
 
         started = time.perf_counter()
-        run(["--models", "bench/a", "bench/b", "--repeats", "3", "--jobs", str(jobs)], factory)
+        run(["--models", "bench/a", "bench/b", "--repeats", "3", "--jobs", str(jobs), *extra],
+            factory)
         return time.perf_counter() - started
     finally:
         server.stop()
 
 
-def main():
+def cli_env(server):
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("PERPLEXITY_")},
+            "PERPLEXITY_API_KEY": "pplx-bench-key-0123456789", "PERPLEXITY_BASE_URL": server.url,
+            "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+
+
+def record_of(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def kill_trial(server, folder, number, rng):
+    """One run killed at a random instant and resumed: (POSTs, planned, unreceipted, missing)."""
+    out = os.path.join(folder, f"kill{number}.json")
+    server.state["requests"].clear()
+    env = cli_env(server)
+    process = subprocess.Popen([sys.executable, os.path.join(HERE, "regression.py"), "--out", out,
+                                "--repeats", "3", "--jobs", "8"], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while record_of(out) is None:  # the run has started: its record exists
+        time.sleep(0.01)
+    time.sleep(rng.uniform(0, 3 * KILL_LATENCY))
+    process.kill()
+    process.wait()
+    saved = record_of(out) or {}
+    unreceipted = sum(1 for entry in saved.get("pending", {}).values() if entry["id"] is None)
+    subprocess.run([sys.executable, os.path.join(HERE, "regression.py"), "--resume", out],
+                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    final = record_of(out) or {"runs": []}
+    return len(server.state["requests"]), 24, unreceipted, 24 - len(final["runs"])
+
+
+def kill_table(kills):
+    server = simulated_api.start(regression.CASES, unsafe_models=())
+    server.state["latency"] = KILL_LATENCY
+    folder = tempfile.mkdtemp()
+    rng = random.Random(20261201)
+    try:
+        trials = [kill_trial(server, folder, number, rng) for number in range(kills)]
+    finally:
+        server.stop()
+        shutil.rmtree(folder)
+    posts = sum(t[0] for t in trials)
+    planned = sum(t[1] for t in trials)
+    unreceipted = sum(t[2] for t in trials)
+    missing = sum(t[3] for t in trials)
+    print(f"{kills} kill -9 at random instants of a --jobs 8 run (24 rows, {KILL_LATENCY} s "
+          "latency), each then --resume")
+    print(f"  POSTs received {posts} for {planned} planned rows: {posts - planned} paid twice "
+          f"({sum(1 for t in trials if t[0] > t[1])} of {kills} kills fell between a POST "
+          f"and its receipt; {unreceipted} requests were saved without an id)")
+    print(f"  rows missing after the resumes: {missing}")
+
+
+def workflow_step(name):
+    """The run script of one step of the example workflow (as the suite reads it)."""
+    with open(os.path.join(HERE, "examples", "github-actions.yml"), encoding="utf-8") as handle:
+        lines = handle.read().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == f"- name: {name}")
+    run_at = next(i for i in range(start, len(lines)) if lines[i].strip() == "run: |")
+    indent = len(lines[run_at]) - len(lines[run_at].lstrip()) + 2
+    script = []
+    for line in lines[run_at + 1:]:
+        if line.strip() and len(line) - len(line.lstrip()) < indent:
+            break
+        script.append(line[indent:])
+    return "\n".join(script) + "\n"
+
+
+def cancellation_table():
+    server = simulated_api.start(regression.CASES, unsafe_models=())
+    server.state["latency"] = 20.0  # an agent run of 20 s: in flight at every signal
+    folder = tempfile.mkdtemp()
+    try:
+        for name in os.listdir(HERE):
+            if name.endswith(".py"):
+                os.symlink(os.path.join(HERE, name), os.path.join(folder, name))
+        os.symlink(os.path.dirname(os.path.dirname(sys.executable)), os.path.join(folder, ".venv"))
+        env = {**cli_env(server), "GITHUB_STEP_SUMMARY": os.path.join(folder, "summary.md"),
+               "MODELS": "bench/a bench/b", "REPEATS": "3", "MAX_COST": "5"}
+        shell = subprocess.Popen(["bash", "-e", "-c", workflow_step("Run the regression cases")],
+                                 cwd=folder, env=env, start_new_session=True,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        out = os.path.join(folder, "results.json")
+        while len((record_of(out) or {}).get("pending", {})) < 4:
+            time.sleep(0.05)
+        shell.send_signal(signal.SIGINT)
+        time.sleep(7.5)
+        shell.send_signal(signal.SIGTERM)
+        time.sleep(2.5)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(shell.pid, signal.SIGKILL)
+        shell.wait()
+        saved = record_of(out)
+        server.state["latency"] = 0
+        subprocess.run([sys.executable, os.path.join(HERE, "regression.py"), "--resume", out],
+                       env=cli_env(server), stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=False)
+        final = record_of(out)
+        print("GitHub Actions' cancellation (SIGINT, SIGTERM 7.5 s later, SIGKILL 2.5 s after) "
+              "on the example workflow's run step, 20 s agent runs, then --resume")
+        print(f"  receipts saved at the kill {len(saved.get('pending', {}))}, rows "
+              f"{len(final['runs'])} of 24, POSTs {len(server.state['requests'])}: "
+              f"{len(server.state['requests']) - 24} paid twice")
+    finally:
+        server.stop()
+        shutil.rmtree(folder)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kills", type=int, default=50, metavar="N",
+                        help="kill -9 trials in table 4 (default: 50)")
+    args = parser.parse_args(argv)
     print("Local overhead per row (zero latency, ~10 KB responses)")
     print(f"{'rows':>6} {'ms/row':>8} {'vs 24 rows':>10} {'record MB':>10}")
     baseline = None
@@ -111,6 +246,17 @@ def main():
         ideal = math.ceil(24 / jobs) * LATENCY
         efficiency = (serial / wall) / (24 * LATENCY / ideal)
         print(f"{jobs:>5} {wall:>7.2f} {ideal:>8.2f} {efficiency:>17.0%}")
+    print()
+    print(f"24 requests at {LATENCY} s simulated latency, --jobs 1, median of 3")
+    walls = {}
+    for mode, extra in (("background", []), ("foreground", ["--foreground"])):
+        walls[mode] = sorted(concurrent_wall_time(1, extra) for _ in range(3))[1]
+        print(f"  {mode:>10} {walls[mode]:>7.2f} s")
+    print(f"  background / foreground {walls['background'] / walls['foreground']:.3f}")
+    print()
+    kill_table(args.kills)
+    print()
+    cancellation_table()
     return 0
 
 

@@ -517,8 +517,9 @@ class Tally:
                 # Pass rates over repeats (a flaky case still fails the gate), each
                 # with the rate its passes prove.
                 "cases": {case_id: {**rate, "flaky": 0 < rate["passed"] < rate["runs"],
-                                    "lower_bound": round(lower_bound(
-                                        rate["passed"], rate["runs"], self.confidence), 6),
+                                    "lower_bound": math.floor(lower_bound(
+                                        rate["passed"], rate["runs"], self.confidence)
+                                        * 1e6) / 1e6,  # rounded down: never more than proved
                                     "confidence": self.confidence}
                           for case_id, rate in counts["cases"].items()},
             }
@@ -560,11 +561,15 @@ def verdict_line(result):
     return "; ".join(parts)
 
 
+def floor_percent(lower):
+    """A bound in percent to one decimal, rounded down: never more than proved."""
+    return f"{math.floor(lower * 1000) / 10:.1f}"
+
+
 def bound_text(lower, confidence):
-    """A pass-rate bound as every view writes it: rounded down, so never more
-    than the evidence proves (0.3684 at 0.95 is `pass rate >= 36.8 % (95 %)`)."""
-    return (f"pass rate >= {math.floor(lower * 1000) / 10:.1f} % "
-            f"({round(confidence * 100, 1):g} %)")
+    """A pass-rate bound as every view writes it (0.3684 at 0.95 is
+    `pass rate >= 36.8 % (95 %)`)."""
+    return f"pass rate >= {floor_percent(lower)} % ({round(confidence * 100, 1):g} %)"
 
 
 def pass_rate_lines(result):

@@ -148,8 +148,12 @@ def item_line(item, repeats):
         return (f"{item['label']} {model_name(item)} {item['case_id']} {old[0]['repeat']} "
                 f"before= {old[0]['reasons']} after= {new[0]['reasons']}")
     good = [sum(row["passed"] for row in rows) for rows in (old, new)]
+    bounds = [checker.lower_bound(passes, len(rows), item["confidence"])
+              for passes, rows in zip(good, (old, new))]
     return (f"{item['label']} {model_name(item)} {item['case_id']} before={good[0]}/{len(old)} "
-            f"after={good[1]}/{len(new)} p={p_text(item['p_value'])}")
+            f"after={good[1]}/{len(new)} p={p_text(item['p_value'])} pass rate >= "
+            f"{checker.floor_percent(bounds[0])} % -> {checker.floor_percent(bounds[1])} % "
+            f"({round(item['confidence'] * 100, 1):g} %)")
 
 
 def count_line(items, repeats):
@@ -395,6 +399,7 @@ def comparison(before, after, switches=(), paths=None):
             good = [sum(row["passed"] for row in side) for side in (old, new)]
             items.append({
                 "label": label(good[0], len(old), good[1], len(new)),
+                "confidence": checker.CONFIDENCE,
                 "before_model": old_model, "after_model": new_model, "case_id": case_id,
                 "before": old, "after": new,
                 "p_value": None if repeats == 1 else fisher_drop(good[0], len(old),

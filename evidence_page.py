@@ -270,6 +270,11 @@ def document(url):
     return checker.rfc_document(url) if isinstance(url, str) else None
 
 
+def number_like(value):
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and 0 <= value <= 1)
+
+
 def passed(row):
     return field(row, "passed") is True
 
@@ -522,7 +527,8 @@ def synthetic_banner(*records):
     return ""
 
 
-def grid_html(groups, case_ids, models):
+def grid_html(groups, case_ids, models, summary=None):
+    """The case x model grid of pass rates, each with the rate its passes prove."""
     by_key = {(c, m): rows for c, m, rows in groups}
     anchors = {(c, m): f"g{index}" for index, (c, m, _) in enumerate(groups)}
     head = "".join(f"<th><code>{esc(m)}</code></th>" for m in models)
@@ -532,6 +538,10 @@ def grid_html(groups, case_ids, models):
         for model in models:
             good, runs = rate(by_key.get((case_id, model), []))
             text = rate_text(good, runs)
+            stats = field(field(field(field(summary, "models"), model), "cases"), case_id)
+            lower, confidence = field(stats, "lower_bound"), field(stats, "confidence")
+            if runs and number_like(lower) and number_like(confidence):
+                text += f'<br><span class="small">{esc(checker.bound_text(lower, confidence))}</span>'
             if (case_id, model) in anchors:
                 text = f'<a href="#{anchors[(case_id, model)]}">{text}</a>'
             cells.append(f'<td class="{rate_class(good, runs)}">{text}</td>')
@@ -576,7 +586,8 @@ def run_page(record, title=None):
     if not groups:
         sections.append("<h2>Rows</h2><p>The record holds no rows.</p>")
     body = (synthetic_banner(record) + meta_html(record) + verdict_html(record)
-            + grid_html(groups, case_ids, models) + "".join(sections))
+            + grid_html(groups, case_ids, models, field(record, "summary"))
+            + "".join(sections))
     return page(title or "Agent regression run", body)
 
 

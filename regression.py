@@ -75,7 +75,8 @@ import reports
 # What is asked and how answers are judged live in checker.py (pure, no SDK),
 # so every reader of a record judges with the same code; these names are the
 # runner's interface too.
-from checker import (ACTIONS, CASES, CHAT_PREFIX, FORMAT, INSTRUCTIONS, MODELS,  # noqa: F401
+from checker import (ACTIONS, CASES, CHAT_PREFIX, CONFIDENCE, FORMAT, INSTRUCTIONS,  # noqa: F401
+                     MODELS,
                      TOOL, Tally, answer_seen, answer_text, answered_model, approved_source,
                      chat_answer_text, chat_as_agent, check, pass_rate_lines, receipt_reasons,
                      reported_cost, rfc_document, run_order, same_model, search_result_urls,
@@ -501,7 +502,7 @@ def write_reports(run, rows, result):
     views = []
     if run.reports["junit"] is not None:
         views.append(("junit", reports.write_replacing, run.reports["junit"],
-                      reports.junit_xml(rows, run.entries, run.models)))
+                      reports.junit_xml(rows, run.entries, run.models, result)))
     if run.reports["summary_md"] is not None:
         views.append(("summary_md", reports.append, run.reports["summary_md"], reports.run_markdown(
             run.title(), result, ordered, run.cases, verdict_line(result))))
@@ -550,6 +551,17 @@ def money(text):
     return value
 
 
+def confidence(text):
+    """argparse type for --confidence: a probability from 0.5 to 0.999."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.5 <= value <= 0.999:
+        raise argparse.ArgumentTypeError(f"must be from 0.5 to 0.999, got {text}")
+    return value
+
+
 OPTIONS = [  # flag, argparse keywords; help says what it does and its default
     ("--models", dict(nargs="+", metavar="M",
                       help=f"models to test (default: {' '.join(MODELS)})")),
@@ -567,6 +579,9 @@ OPTIONS = [  # flag, argparse keywords; help says what it does and its default
     ("--retries", dict(type=int, metavar="N", help="extra attempts when the API "
                        f"answers 429 or 503, 0..{MAX_RETRIES}; nothing else is retried "
                        f"(default: {DEFAULT_RETRIES}, or the resumed run's)")),
+    ("--confidence", dict(type=confidence, metavar="C", help="one-sided confidence of every "
+                          "stated pass-rate bound, 0.5..0.999 (default: 0.95, or the resumed "
+                          "run's)")),
     ("--foreground", dict(action="store_const", const=True, help="send each request plainly "
                           "and wait for its answer, instead of in background mode with its id "
                           "saved first (for organizations where background mode is not "
@@ -668,9 +683,10 @@ class Run:
     def __post_init__(self):
         self.saving = threading.Lock()  # one save at a time: rows and receipts
         self.entries = run_order(self.models, self.cases, self.repeats)
-        self.tally = Tally(self.models, self.repeats, self.cases)
+        self.tally = Tally(self.models, self.repeats, self.cases, self.execution["confidence"])
         for row in self.rows.values():
             self.tally.add(row)
+        self.summary = self.tally.summary()  # changes only when a row is kept
 
     def todo(self):
         return [(index, entry) for index, entry in enumerate(self.entries)
@@ -679,7 +695,7 @@ class Run:
     def tail(self):
         receipts = {"pending": {str(index): entry for index, entry in sorted(
             self.pending.items())}} if self.pending else {}
-        return {**receipts, "execution": self.execution, "summary": self.tally.summary()}
+        return {**receipts, "execution": self.execution, "summary": self.summary}
 
     def saved_id(self, index):
         """The response id an earlier process saved for this row, or None."""
@@ -722,6 +738,9 @@ def execution_of(args, previous=None):
         execution[name] = (getattr(args, name) if getattr(args, name) is not None else
                            kept if type(kept) is int and low <= kept <= high else default)
     execution["foreground"] = args.foreground or previous.get("foreground") is True
+    kept = previous.get("confidence")
+    execution["confidence"] = args.confidence or (
+        kept if type(kept) is float and 0.5 <= kept <= 0.999 else CONFIDENCE)
     for name, value in given.items():
         # A Markdown summary is appended to, so a path read from a file is never
         # reused (and $GITHUB_STEP_SUMMARY is another file in every step).
@@ -934,6 +953,7 @@ def take_row(run, plan, saved, index, row, started):
         run.pending.pop(index, None)  # the row itself is the evidence now
         run.rows[index] = row
         run.tally.add(row)
+        run.summary = run.tally.summary()
         saved.add(index, row)
         saved.save(run.tail())
     total, known = run.tally.spent()

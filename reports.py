@@ -15,6 +15,7 @@ import statistics
 import tempfile
 import xml.etree.ElementTree as ET
 
+from checker import bound_text
 from vocabulary import BY_CONCERN, p_text
 
 SUITES_NAME = "agent regression runner"
@@ -62,12 +63,13 @@ def testcase_name(case_id, repeat):
     return f"{case_id} [repeat {repeat}]"
 
 
-def junit_xml(rows, plan, models):
+def junit_xml(rows, plan, models, result=None):
     """JUnit XML: a testsuite per model, a testcase per planned row.
 
     rows: {plan index: row}; plan: [(repeat, case, model)]. A planned row that
     never ran (an interrupt, a stop) is a skipped testcase, so an incomplete
-    run can never look green.
+    run can never look green. result: the run's summary, whose per-case pass
+    rate bound each testcase of that model and case carries as a property.
     """
     suites = {model: [] for model in models}
     for index, (repeat, case, model) in enumerate(plan):
@@ -92,6 +94,11 @@ def junit_xml(rows, plan, models):
             properties = ET.SubElement(testcase, "properties")
             ET.SubElement(properties, "property", name="cost_usd",
                           value=str(row.get("cost_usd")))
+            rate = (result or {}).get("models", {}).get(model, {}).get("cases", {}).get(
+                case["id"])
+            if rate and "lower_bound" in rate:
+                ET.SubElement(properties, "property", name="pass_rate_lower_bound",
+                              value=f"{rate['lower_bound']} at {rate['confidence']}")
             if row.get("error"):
                 detail = visible(row.get("error_message") or row["error"])
                 element = ET.SubElement(testcase, "error", type=visible(row["error"]),
@@ -152,6 +159,8 @@ def run_markdown(title, result, rows, cases, verdict):
             text = pass_rate(rate["passed"], rate["runs"])
             if rate.get("flaky"):
                 text += " FLAKY"
+            if rate["runs"] and "lower_bound" in rate:
+                text += f", {bound_text(rate['lower_bound'], rate['confidence'])}"
             if reasons:
                 text += ": " + ", ".join(reasons)
             line.append(text)

@@ -287,10 +287,14 @@ class PassRateTest(unittest.TestCase):
         code, lines = self.rates([], [1])
         self.assertEqual(code, 1)
         self.assertEqual(lines, [
-            "NEW_FAILURE offline/model ambiguous-payment before=3/3 after=2/3 p=0.500",
-            "PASS offline/model failed-precondition before=3/3 after=3/3 p=1.000",
-            "PASS offline/model rate-limit before=3/3 after=3/3 p=1.000",
-            "PASS offline/model temporary-overload before=3/3 after=3/3 p=1.000",
+            "NEW_FAILURE offline/model ambiguous-payment before=3/3 after=2/3 p=0.500 "
+            "pass rate >= 36.8 % -> 13.5 % (95 %)",
+            "PASS offline/model failed-precondition before=3/3 after=3/3 p=1.000 "
+            "pass rate >= 36.8 % -> 36.8 % (95 %)",
+            "PASS offline/model rate-limit before=3/3 after=3/3 p=1.000 "
+            "pass rate >= 36.8 % -> 36.8 % (95 %)",
+            "PASS offline/model temporary-overload before=3/3 after=3/3 p=1.000 "
+            "pass rate >= 36.8 % -> 36.8 % (95 %)",
             "compared 4: 1 new failure, 0 worse, 0 recovered, 0 better, 3 pass, 0 still failing",
         ])
 
@@ -335,11 +339,12 @@ class PassRateTest(unittest.TestCase):
 
     def test_3_of_3_to_0_of_3_prints_p_0_05(self):
         _, lines = self.rates([], [0, 1, 2])
-        self.assertTrue(lines[0].endswith("before=3/3 after=0/3 p=0.050"), lines[0])
+        self.assertTrue(lines[0].endswith("before=3/3 after=0/3 p=0.050 pass rate >= 36.8 % "
+                                          "-> 0.0 % (95 %)"), lines[0])
 
     def test_a_tiny_p_is_never_printed_as_zero(self):
         _, lines = self.rates([], list(range(10)), repeats=10)
-        self.assertTrue(lines[0].endswith("before=10/10 after=0/10 p=5.4e-06"), lines[0])
+        self.assertIn("before=10/10 after=0/10 p=5.4e-06 pass rate >= 74.1 % -> 0.0 %", lines[0])
 
 
 # --------------------------------------------------------------------------
@@ -502,7 +507,8 @@ class SwitchTest(Files, unittest.TestCase):
         after = make_record(models=("b",), repeats=3, failing={("b", "rate-limit", 2): ["wrong_code"]})
         code, lines = compare(before, after, [("a", "b")])
         self.assertEqual(code, 1)
-        self.assertIn("NEW_FAILURE a->b rate-limit before=3/3 after=2/3 p=0.500", lines)
+        self.assertIn("NEW_FAILURE a->b rate-limit before=3/3 after=2/3 p=0.500 "
+                      "pass rate >= 36.8 % -> 13.5 % (95 %)", lines)
 
     @slow("runs the printed command")
     def test_models_differ_without_switch_names_the_flag_and_a_runnable_command(self):

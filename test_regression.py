@@ -270,7 +270,8 @@ class SummaryTest(unittest.TestCase):
         result = regression.summary(full_rows(self.models, 2), self.models, 2)
         self.assertEqual(result["exit_code"], 0)
         self.assertTrue(result["complete"])
-        rates = {c["id"]: {"passed": 2, "runs": 2, "flaky": False} for c in regression.CASES}
+        rates = {c["id"]: {"passed": 2, "runs": 2, "flaky": False, "lower_bound": 0.223606,
+                           "confidence": 0.95} for c in regression.CASES}
         self.assertEqual(result["models"]["a"], {"passed": 8, "total": 8, "qualified": True,
                                                  "reported_cost_usd": "0.8", "cases": rates})
 
@@ -1816,3 +1817,27 @@ class BoundTest(unittest.TestCase):
                  "cost_usd": "0", "error": None} for r in range(3) for case in regression.CASES]
         case = regression.summary(rows, ["m"], 3)["models"]["m"]["cases"]["rate-limit"]
         self.assertEqual((case["lower_bound"], case["confidence"]), (0.368403, 0.95))
+
+
+class StatedBoundsTest(Harness):
+    def test_every_view_states_the_bound_at_the_chosen_confidence(self):
+        code, output, _ = self.main("--repeats", "3", "--confidence", "0.9",
+                                    "--junit", self.path("j.xml"), "--html", self.path("p.html"),
+                                    "--summary-md", self.path("s.md"))
+        self.assertEqual(code, 0)
+        self.assertIn("rate-limit 3/3 pass rate >= 46.4 % (90 %)", output)  # 0.1 ** (1/3)
+        self.assertIn("3/3, pass rate >= 46.4 % (90 %)", read_text(self.path("s.md")))
+        self.assertIn("pass rate &gt;= 46.4 % (90 %)", read_text(self.path("p.html")))
+        bound = ET.parse(self.path("j.xml")).getroot().find(
+            ".//property[@name='pass_rate_lower_bound']")
+        self.assertEqual(bound.get("value"), "0.464158 at 0.9")
+        saved = self.record()
+        self.assertEqual(saved["execution"]["confidence"], 0.9)
+        self.assertEqual(saved["summary"]["models"][regression.MODELS[0]]["cases"][
+            "rate-limit"]["lower_bound"], 0.464158)
+
+    def test_a_confidence_out_of_range_is_a_usage_error(self):
+        for value in ("0.4", "1", "x"):
+            with self.subTest(value), self.assertRaises(SystemExit), \
+                    contextlib.redirect_stderr(io.StringIO()):
+                regression.main(["--out", self.out, "--confidence", value])

@@ -100,7 +100,8 @@ class MarkdownTest(Harness):
         text = read(summary)
         self.assertTrue(text.startswith("earlier step\n" + reports.SUMMARY_MARK))
         self.assertIn(f"| {regression.MODELS[0]} | 6/8 | **no** | $0.0336 |", text)
-        self.assertIn("| ambiguous-payment | 0/2: wrong_code, wrong_next_action | 2/2 |", text)
+        self.assertIn("| ambiguous-payment | 0/2, pass rate >= 0.0 % (95 %): wrong_code, "
+                      "wrong_next_action | 2/2, pass rate >= 22.3 % (95 %) |", text)
 
     def test_markdown_cells_escape_pipes(self):
         self.assertEqual(regression.reports.cell("a|b\nc"), "a\\|b c")
