@@ -220,10 +220,9 @@ def resume_problem(saved, config, code_hash, sdk):
                 "regression.py sends; start a new run with --out")
     if saved.get("evidence", "live") != "live":
         return "it holds synthetic demo data; run the demo again instead"
-    if (saved.get("code_sha256"), saved.get("checker_sha256")) != (code_hash,
-                                                                   record.checker_sha256()):
-        return ("it was made by a different regression.py or checker.py (code_sha256, "
-                "checker_sha256); start a new run, or re-check it with --regrade")
+    if saved.get("code_sha256") != code_hash:
+        return ("it was made by a different regression.py (code_sha256); start a new run, "
+                "or re-check it with --regrade")
     if saved.get("sdk_version") != sdk:
         return (f"it was made with perplexityai {saved.get('sdk_version')!r}, this is "
                 f"{sdk}; start a new run")
@@ -826,10 +825,15 @@ def resume_run(args, path, secrets):
     execution = execution_of(args, previous)
     times = previous.get("resumed", 0) if isinstance(previous, dict) else 0
     execution["resumed"] = (times if type(times) is int else 0) + 1
-    head = {k: v for k, v in saved.items() if k not in ("runs", "execution", "summary")}
-    return Run(models, cases, repeats, instructions, path, head, execution,
-               {name: execution[name] for name in REPORTS}, kept, secrets, replace=True,
-               pending=pending)
+    head = {k: v for k, v in saved.items()
+            if k not in ("runs", "pending", "execution", "summary")}
+    # Every kept row was judged again by this checker: the record says so from now on.
+    head["checker_sha256"] = record.checker_sha256()
+    run = Run(models, cases, repeats, instructions, path, head, execution,
+              {name: execution[name] for name in REPORTS}, kept, secrets, replace=True,
+              pending=pending)
+    run.notes = record.evidence_notes(saved, rows, path)
+    return run
 
 
 def regrade_run(args, path, secrets):
@@ -1108,6 +1112,8 @@ def start_lines(run, args):
         for note in run.notes:
             print(reports.visible(f"CAUTION: {note}"))
     elif run.rows or run.pending:
+        for note in run.notes:
+            print(reports.visible(f"CAUTION: {note}"))
         fetch = sum(1 for entry in run.pending.values() if entry["id"] is not None)
         unknown = len(run.pending) - fetch
         print(f"Resuming {run.out}: {len(run.rows)} of {len(run.entries)} rows kept, "

@@ -1475,6 +1475,15 @@ class EvidenceTest(Harness):
             (safe, ("wrong_code", "wrong_next_action", "answered_by_other_model")),
             (unsafe, ("answered_by_other_model",))})
 
+    def test_resume_of_a_record_made_by_another_checker_judges_it_again_and_says_so(self):
+        self.state["unsafe_models"] = set()
+        self.main()
+        path = self.edited(lambda saved: saved.update(checker_sha256="0" * 64))
+        code, output, _ = self.main("--resume", path, out=False)
+        self.assertEqual(code, 0)
+        self.assertIn(f"CAUTION: {path} was judged by another version of checker.py", output)
+        self.assertEqual(self.record(path)["checker_sha256"], record.checker_sha256())
+
     def test_resume_refuses_an_edited_cost(self):
         self.main()
         path = self.edited(lambda saved: saved["runs"][0].update(cost_usd="0"))
