@@ -39,6 +39,7 @@ from perplexity import Perplexity
 
 import regression
 import simulated_api
+from testing import workflow_step
 
 LATENCY = 0.5  # seconds per simulated request in the concurrency table
 KILL_LATENCY = 3.0  # seconds per request in the kill -9 trials: many in flight at a kill
@@ -166,21 +167,6 @@ def kill_table(kills):
           f"({sum(1 for t in trials if t[0] > t[1])} of {kills} kills fell between a POST "
           f"and its receipt; {unreceipted} requests were saved without an id)")
     print(f"  rows missing after the resumes: {missing}")
-
-
-def workflow_step(name):
-    """The run script of one step of the example workflow (as the suite reads it)."""
-    with open(os.path.join(HERE, "examples", "github-actions.yml"), encoding="utf-8") as handle:
-        lines = handle.read().splitlines()
-    start = next(i for i, line in enumerate(lines) if line.strip() == f"- name: {name}")
-    run_at = next(i for i in range(start, len(lines)) if lines[i].strip() == "run: |")
-    indent = len(lines[run_at]) - len(lines[run_at].lstrip()) + 2
-    script = []
-    for line in lines[run_at + 1:]:
-        if line.strip() and len(line) - len(line.lstrip()) < indent:
-            break
-        script.append(line[indent:])
-    return "\n".join(script) + "\n"
 
 
 def cancellation_table():

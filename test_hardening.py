@@ -19,7 +19,7 @@ from unittest import mock
 import regression
 import simulated_api
 from testing import CHROMIUM, HERE, KEY, cli, dump_dom, loopback_env, loopback_server, popen, read_json, \
-    read_text, saved_rows, temp_dir, wait_until
+    read_text, saved_rows, temp_dir, wait_until, workflow_step
 
 ZIZMOR = shutil.which("zizmor") or shutil.which("zizmor", path=os.path.dirname(sys.executable))
 
@@ -353,20 +353,6 @@ def readme_blocks(heading):
     text = read_text(os.path.join(HERE, "README.md"))
     section = text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```sh\n(.*?)```", section, re.S)
-
-
-def workflow_step(name):
-    """The `run: |` script of one step of the example GitHub Actions workflow."""
-    lines = read_text(os.path.join(HERE, "examples", "github-actions.yml")).splitlines()
-    start = next(i for i, line in enumerate(lines) if line.strip() == f"- name: {name}")
-    run = next(i for i in range(start, len(lines)) if lines[i].strip() == "run: |")
-    indent = len(lines[run]) - len(lines[run].lstrip()) + 2
-    script = []
-    for line in lines[run + 1:]:
-        if line.strip() and len(line) - len(line.lstrip()) < indent:
-            break
-        script.append(line[indent:])
-    return "\n".join(script) + "\n"
 
 
 class ReadmeTest(unittest.TestCase):

@@ -188,3 +188,17 @@ def dump_dom(path, user_data):
     if done.returncode != 0:
         raise AssertionError(f"chromium exit {done.returncode}: {done.stderr[-2000:]}")
     return done.stdout
+
+
+def workflow_step(name):
+    """The `run: |` script of one step of the example GitHub Actions workflow."""
+    lines = read_text(os.path.join(HERE, "examples", "github-actions.yml")).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == f"- name: {name}")
+    run = next(i for i in range(start, len(lines)) if lines[i].strip() == "run: |")
+    indent = len(lines[run]) - len(lines[run].lstrip()) + 2
+    script = []
+    for line in lines[run + 1:]:
+        if line.strip() and len(line) - len(line.lstrip()) < indent:
+            break
+        script.append(line[indent:])
+    return "\n".join(script) + "\n"
