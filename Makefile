@@ -21,8 +21,8 @@ $(STAMP): requirements.txt requirements-dev.txt
 # Two processes, one a core: the fresh-interpreter tests spend most of their time
 # starting Python and importing the SDK, which the other tier's tests need not wait for.
 test: $(STAMP)
-	@$(PY) -W error -m unittest -v $(PROCESS_TESTS) > .test-process.log 2>&1; \
-	  echo $$? > .test-process.rc & \
+	@($(PY) -W error -m unittest -v $(PROCESS_TESTS) > .test-process.log 2>&1; \
+	  echo $$? > .test-process.rc) & \
 	$(PY) -W error -m unittest -v $(FAST); rc=$$?; wait; \
 	cat .test-process.log; process=$$(cat .test-process.rc); rm -f .test-process.*; \
 	[ $$rc -eq 0 ] && [ $$process -eq 0 ]
