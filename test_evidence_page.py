@@ -670,10 +670,10 @@ class NarrowScreenBrowserTest(unittest.TestCase):
         row.update(answer_text=long_word, passed=False, reasons=["invalid_json"])
         row["response"]["output"][0]["results"][0]["url"] = "https://example.com/" + long_word
         pages = {
-            "run": evidence_page.run_page(after, rfc_document, title="run " + long_word),
+            "run": evidence_page.run_page(after, title="run " + long_word),
             "comparison": evidence_page.comparison_page(
                 before, after, comparison_items(before, after), ["CAUTION: " + long_word],
-                rfc_document),
+                "comparing BEFORE " + long_word),
         }
         for name, page in pages.items():
             with self.subTest(page=name):
