@@ -38,6 +38,8 @@ mock_transport() for in-process tests):
     no_background  refuse background mode with a 400, as for an organization
                    with zero data retention (the wording is this simulation's)
     drop_streams   how many of the next streams are cut after their receipt
+    hold           None, or a threading.Event every answer waits for (its
+                   receipt does not): a test releases answers when it chooses
     stored         response id -> the kept response and when it is ready
     requests       every POST body received, in arrival order
     fetches        every GET of a kept response, as (id, query), in order
@@ -136,6 +138,7 @@ def new_state(cases, unsafe_models=("offline/hasty",)):
         "legacy_chat": False,
         "no_background": False,
         "drop_streams": 0,
+        "hold": None,
         "stored": {},
         "requests": [],
         "fetches": [],
@@ -267,6 +270,13 @@ def answer(state, number, fault, path, headers, body, ready_at):
     return 200, [("Content-Type", "text/event-stream")], stream_after(kept, -1, cut)
 
 
+def wait_until_ready(state, ready_at):
+    """Sleep until an answer is ready, and until the test holding answers lets go."""
+    time.sleep(max(0.0, ready_at - time.monotonic()))
+    if state["hold"] is not None:
+        state["hold"].wait(60)
+
+
 def sse(events):
     """Server-sent events as the live API writes them: one data line each, no event line."""
     return b"".join(b"data: " + json.dumps(event).encode() + b"\n\n" for event in events)
@@ -280,9 +290,8 @@ def mock_transport(state):
         status, headers, body, ready_at = respond(
             state, request.method, request.url.path, dict(request.url.params),
             request.headers, request.content)
-        wait = ready_at - time.monotonic()
-        if wait > 0 and not (isinstance(body, Events) and body.cut):
-            time.sleep(wait)
+        if not (isinstance(body, Events) and body.cut):
+            wait_until_ready(state, ready_at)
         if isinstance(body, Events):
             return httpx.Response(status, headers=headers, content=sse(
                 body.first + ([] if body.cut else body.rest)))
@@ -360,10 +369,10 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
                 if body.cut:
                     return
-                time.sleep(max(0.0, ready_at - time.monotonic()))
+                wait_until_ready(self.server.state, ready_at)
                 self.wfile.write(sse(body.rest))
                 return
-            time.sleep(max(0.0, ready_at - time.monotonic()))
+            wait_until_ready(self.server.state, ready_at)
             data = json.dumps(body).encode()
             self.send_response(status)
             for name, value in headers:

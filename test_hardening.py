@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import unittest
 import xml.etree.ElementTree as ET
@@ -245,14 +246,16 @@ class SignalsAndResumeTest(unittest.TestCase):
         self.assertEqual(read_json(self.out)["summary"]["exit_code"], 2)
 
     def test_first_signal_saves_every_answer_in_flight(self):
-        self.server.state["latency"] = 0.5
+        self.server.state["hold"] = hold = threading.Event()  # answers wait for the signal
+        self.addCleanup(hold.set)
         process = popen("regression.py", "--out", self.out, "--repeats", "3", "--jobs", "8",
                         env=self.env)
         wait_until(lambda: len(self.server.state["requests"]) >= 8, what="8 in flight")
         process.send_signal(signal.SIGINT)
+        self.assertIn("Stopping: no new request starts", process.stderr.readline())
+        hold.set()
         _, stderr = process.communicate(timeout=60)
         self.assertEqual(process.returncode, 130, stderr)
-        self.assertIn("Stopping: no new request starts", stderr)
         self.assertEqual(len(read_json(self.out)["runs"]), 8)  # every paid answer kept
         self.assertEqual(len(self.server.state["requests"]), 8)
 
