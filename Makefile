@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-PROCESS_TESTS := test_hardening
+PROCESS_TESTS := test_hardening  # in a process of its own, beside the rest
 FAST := test_regression test_record test_compare_runs test_reports test_evidence_page test_sending
 
 .PHONY: test test-fast demo bench clean
@@ -23,7 +23,7 @@ $(STAMP): requirements.txt requirements-dev.txt
 test: $(STAMP)
 	@($(PY) -W error -m unittest -v $(PROCESS_TESTS) > .test-process.log 2>&1; \
 	  echo $$? > .test-process.rc) & \
-	$(PY) -W error -m unittest -v $(FAST); rc=$$?; wait; \
+	$(PY) -W error -m unittest -v $(FAST) test_signals; rc=$$?; wait; \
 	cat .test-process.log; process=$$(cat .test-process.rc); rm -f .test-process.*; \
 	[ $$rc -eq 0 ] && [ $$process -eq 0 ]
 
