@@ -141,8 +141,12 @@ def kill_trial(server, folder, number, rng):
     process.wait()
     saved = record_of(out) or {}
     unreceipted = sum(1 for entry in saved.get("pending", {}).values() if entry["id"] is None)
-    subprocess.run([sys.executable, os.path.join(HERE, "regression.py"), "--resume", out],
-                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    resumed = subprocess.run([sys.executable, os.path.join(HERE, "regression.py"), "--resume",
+                              out], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True, check=False)
+    if resumed.returncode != 0:  # say why: a figure without its cause is no use
+        print(f"  trial {number}: --resume exit {resumed.returncode}: "
+              f"{resumed.stderr.strip().splitlines()[-1:]}")
     final = record_of(out) or {"runs": []}
     return len(server.state["requests"]), 24, unreceipted, 24 - len(final["runs"])
 

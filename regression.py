@@ -324,7 +324,8 @@ def run_one(client, case, model, instructions=INSTRUCTIONS, background=False, re
                     max_output_tokens=MAX_OUTPUT_TOKENS,
                     **({"background": True, "stream": True} if background else {}),
                 )
-            response = finished(client, response)  # a plain SDK client returns the stream
+            if isinstance(response, Stream):  # a plain SDK client hands back the stream
+                response = finished(client, response)
             # Evidence first: a checker crash below must not lose what we paid for.
             row["response"] = dump_response(response)
             # The text as every reader will derive it from the saved response;
@@ -347,15 +348,23 @@ def run_one(client, case, model, instructions=INSTRUCTIONS, background=False, re
 
 def finished(client, result, on_receipt=None):
     """The finished response of a create call: a background stream read to its
-    answer (its id goes to on_receipt first), or the response itself."""
-    if not isinstance(result, Stream):
-        return result
-    with result:  # closed however it ends: an open stream holds its connection
-        if "json" in result.response.headers.get("content-type", ""):
+    answer (its id goes to on_receipt first), or the response itself, waited
+    for by its id while it is still queued or in progress."""
+    if isinstance(result, Stream):
+        with result:  # closed however it ends: an open stream holds its connection
+            if "json" not in result.response.headers.get("content-type", ""):
+                return receive(events_of(result), functools.partial(resumed, client),
+                               on_receipt)
             # A complete response where a stream was asked for: the SDK would yield
             # no event at all, so the body itself is the answer.
-            return json.loads(result.response.read())
-        return receive(events_of(result), functools.partial(resumed, client), on_receipt)
+            result = json.loads(result.response.read())
+    read = result.get if isinstance(result, dict) else functools.partial(getattr, result)
+    status, response_id = read("status", None), read("id", None)
+    if status not in UNFINISHED or not isinstance(response_id, str):
+        return result
+    if on_receipt is not None:
+        on_receipt(response_id)
+    return fetched(client, response_id)  # unfinished: fetched by its id, never sent again
 
 
 def events_of(stream):

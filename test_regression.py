@@ -5,6 +5,7 @@ Everything runs offline through the real SDK over httpx.MockTransport.
 """
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -1741,6 +1742,29 @@ class ReceiptTest(Harness):
         self.assertIn("--switch chat:sonar-pro=perplexity/sonar", errors)
         self.assertIn("--resume would meet the same 403", errors)
         self.assertEqual(self.posts(), 1)
+
+    def test_a_queued_answer_is_waited_for_by_its_id_not_sent_again(self):
+        case = regression.CASES[0]
+        done = simulated_api.agent_response(1, case, "m", ())
+        seen = []
+
+        def answer(request):
+            seen.append((request.method, request.url.path))
+            if request.method == "POST":  # the API answers at once, still queued
+                return httpx.Response(200, json={**done, "status": "queued", "output": []})
+            return httpx.Response(200, json=done)
+
+        client = Perplexity(api_key=KEY, max_retries=0, http_client=httpx.Client(
+            transport=httpx.MockTransport(answer)))
+        receipts = []
+        sender = sending.RetryingClient(
+            client, 0, sending.Pause(), [], "m rate-limit", 10,
+            functools.partial(regression.finished, client, on_receipt=receipts.append),
+            functools.partial(regression.fetched, client))
+        row = regression.run_one(sender, case, "m", background=True)
+        self.assertEqual(row["reasons"], [])
+        self.assertEqual(receipts, ["resp_sim_1"])
+        self.assertEqual(seen, [("POST", "/v1/responses"), ("GET", "/v1/responses/resp_sim_1")])
 
 
 def unknown_fields(model, where="$"):
