@@ -239,9 +239,9 @@ def next_step(row, out):
     """What to do after an execution error: resume, unless the request itself is refused."""
     if row.get("error") == "SonarRetired":
         return ("--resume would meet the same 403. Run the Agent API instead into a new "
-                "record (Perplexity's own Sonar is --models perplexity/sonar), then compare "
-                "it with a saved chat: record: compare_runs.py CHAT.json AGENT.json "
-                f"--switch {row.get('model')}=perplexity/sonar")
+                "record (Perplexity's own Sonar is --models perplexity/sonar), and compare a "
+                "chat: record saved before the retirement with it, giving compare_runs.py "
+                f"--switch {row.get('model')}=perplexity/sonar (README: A migration from Sonar).")
     if row.get("error_status") in (400, 403) and "background" in (row.get("error_message")
                                                                   or "").lower():
         return ("The API refused background mode (as for an organization with zero data "
@@ -963,7 +963,10 @@ def take_row(run, plan, saved, index, row, started):
         warn("warning: a row has no reported cost; --max-cost and the running "
              "total count only reported costs")
     with run.saving:  # worker threads save receipts into the same record
-        run.pending.pop(index, None)  # the row itself is the evidence now
+        # The row itself is the evidence now; but a receipt of an answer that never
+        # came (a deadline, a broken stream) stays, so a resume fetches it.
+        if not row["error"] or run.pending.get(index, {}).get("id") is None:
+            run.pending.pop(index, None)
         run.rows[index] = row
         run.tally.add(row)
         run.summary = run.tally.summary()

@@ -1766,6 +1766,18 @@ class ReceiptTest(Harness):
         self.assertEqual(receipts, ["resp_sim_1"])
         self.assertEqual(seen, [("POST", "/v1/responses"), ("GET", "/v1/responses/resp_sim_1")])
 
+    def test_a_receipt_outlives_a_row_whose_answer_never_came(self):
+        self.state["drop_streams"] = 1
+        self.before_request = lambda request: request.method == "GET" and (
+            (_ for _ in ()).throw(httpx.ConnectError("the network is gone")))
+        code, _, _ = self.main()  # the stream breaks and its fetch fails: an execution error
+        self.assertEqual(code, 2)
+        self.assertEqual(self.record()["pending"]["0"]["id"], "resp_sim_1")
+        self.before_request = None
+        code, _, _ = self.main("--resume", self.out, out=False)
+        self.assertEqual(code, 0)
+        self.assertEqual(self.posts(), 8)  # fetched, never paid twice
+
 
 def unknown_fields(model, where="$"):
     """Every field a validated SDK model kept as extra (its models allow any), by path."""
