@@ -186,7 +186,8 @@ def cancellation_table():
                "MODELS": "bench/a bench/b", "REPEATS": "3", "MAX_COST": "5"}
         shell = subprocess.Popen(["bash", "-e", "-c", workflow_step("Run the regression cases")],
                                  cwd=folder, env=env, start_new_session=True,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         out = os.path.join(folder, "results.json")
         while len((record_of(out) or {}).get("pending", {})) < 4:
             time.sleep(0.05)

@@ -1061,6 +1061,11 @@ def finish(run, interrupted):
 
 def main(argv=None):
     mend_standard_streams()
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.SIG_IGN):
+        # A shell starts a background job with SIGINT ignored; the CI recipe starts
+        # the runner so and forwards each signal to it, so a SIGINT must count.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     args = parse_args(argv)
     try:
         run = prepare(args)

@@ -311,7 +311,8 @@ class ReadmeTest(unittest.TestCase):
         shell = subprocess.Popen(["bash", "-e", "-c", workflow_step("Run the regression cases")],
                                  cwd=self.folder, env={**self.env, **env}, text=True,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 start_new_session=True)
+                                 start_new_session=True,  # the step's shell, as Actions starts it:
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         self.addCleanup(lambda: shell.poll() is None and os.killpg(shell.pid, signal.SIGKILL))
 
         def receipts():
