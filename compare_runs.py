@@ -216,6 +216,13 @@ def finish_hint(problem, path, run):
     if run.get("evidence", "live") != "live":
         return "; it holds synthetic demo data: make a new demo pair"
     rows = [row for row in run["runs"] if isinstance(row, dict)]
+    if any(row.get("error") == "SonarRetired" or row.get("error_status") in (400, 404, 422)
+           for row in rows):
+        return ("; the API refused a request of it, so --resume would fail the same way: "
+                "fix the request (model name, retired API) and start a new run")
+    if run.get("code_sha256") != record.runner_sha256():
+        return ("; it was made by another regression.py, which --resume refuses: start a "
+                "new run")
     costs = [Decimal(row["cost_usd"]) for row in rows
              if row.get("cost_usd") is not None and not record.cost_problem(row["cost_usd"])]
     missing = len(record.plan_keys(run["config"])) - len(rows)

@@ -328,10 +328,20 @@ def raised_budget(execution, costs, missing):
 
 
 @functools.cache
+def file_sha256(path):
+    """The SHA-256 of a project file: which code made or judged a record."""
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
 def checker_sha256():
     """The hash of checker.py, which new records carry: which checker judged them."""
-    with open(checker.__file__, "rb") as handle:
-        return hashlib.sha256(handle.read()).hexdigest()
+    return file_sha256(checker.__file__)
+
+
+def runner_sha256():
+    """The hash of regression.py (a record's code_sha256), read without importing it."""
+    return file_sha256(os.path.join(os.path.dirname(os.path.abspath(__file__)), "regression.py"))
 
 
 # --------------------------------------------------------------------------

@@ -33,11 +33,15 @@ if sys.version_info < (3, 11):  # tomllib, and the exit code: a crash must not b
           f"{sys.version.split()[0]}; run it with python3.11 or newer", file=sys.stderr)
     raise SystemExit(2)
 
+if __name__ == "__main__":  # Ctrl+C while the SDK loads (a second or so): exit 130, quietly
+    import signal
+
+    signal.signal(signal.SIGINT, lambda number, frame: sys.exit(128 + number))
+
 import argparse
 import contextlib
 import dataclasses
 import functools
-import hashlib
 import importlib.metadata
 import json
 import os
@@ -51,7 +55,6 @@ import tomllib
 import traceback
 from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
-from pathlib import Path
 
 try:
     import httpx
@@ -447,9 +450,8 @@ def retired(row, sender, model):
                  or "Sonar is now the Agent API" in (sender.error_message or "")))
 
 
-@functools.cache
 def code_sha256():
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    return record.file_sha256(os.path.abspath(__file__))
 
 
 @functools.cache  # parsing the package's metadata costs milliseconds; it never changes
@@ -1034,12 +1036,14 @@ def finish(run, interrupted):
     result = run.tally.summary()
     written = write_reports(run, run.rows, result)
     wanted = {name for name in REPORTS if run.reports[name] is not None}
-    if interrupted:
+    if interrupted and not result["complete"]:
         hint = ("run the demo again" if run.demo else
                 f"finish it with: {command_hint('--resume', run.out)}")
         warn(f"Interrupted: {len(run.rows)} of {len(run.entries)} rows are saved in "
              f"{run.out}; {hint}")
         return written == wanted
+    if interrupted:  # the last row came in before the signal took effect
+        warn(f"Interrupted, but every row is saved: {run.out} is complete.")
     if run.execution.get("stopped_for_budget"):  # said now: in-flight rows are counted
         warn(f"To go on with a larger budget: "
              f"{resume_command(run.out, run.execution, run.rows.values(), len(run.entries))}")
@@ -1049,8 +1053,12 @@ def finish(run, interrupted):
     print(verdict_line(result))
     if run.regrade and not result["complete"]:
         source = run.head["regraded_from"]["path"]
-        print(f"{source} is not complete; regrade it again once it is finished with: "
-              f"{resume_command(source, run.saved_execution, run.rows.values(), len(run.entries))}")
+        if run.head["regraded_from"]["code_sha256"] != code_sha256():
+            print(f"{source} is not complete, and it was made by another regression.py, "
+                  "which --resume refuses: start a new run to get the rest")
+        else:
+            print(f"{source} is not complete; regrade it again once it is finished with: "
+                  f"{resume_command(source, run.saved_execution, run.rows.values(), len(run.entries))}")
     print(f"Record: {run.out}")
     for name, label in (("junit", "JUnit report"), ("summary_md", "Markdown summary"),
                         ("html", "Evidence page")):
@@ -1128,7 +1136,7 @@ def start_lines(run, args):
               "nothing is sent.")
         for note in run.notes:
             print(reports.visible(f"CAUTION: {note}"))
-    elif run.rows or run.pending:
+    elif run.replace:  # a resume, even of a record with no row kept
         for note in run.notes:
             print(reports.visible(f"CAUTION: {note}"))
         fetch = sum(1 for entry in run.pending.values() if entry["id"] is not None)

@@ -430,8 +430,8 @@ class Interrupts:
         self.signal = number
         self.plan.stop("interrupted")
         warn(f"Stopping: no new request starts; waiting for {self.plan.in_flight} in "
-             "flight to finish and be saved (a second Ctrl+C or SIGTERM stops now; "
-             "answers still in flight are then lost).")
+             "flight to finish and be saved (a second Ctrl+C or SIGTERM stops now, "
+             "without them: --resume then fetches each by the id saved for it).")
 
     def raise_if_interrupted(self):
         if self.signal is not None:

@@ -22,7 +22,9 @@ import compare_runs
 import record as record_module
 import regression
 import reports
-from testing import HERE, Harness, cli, clean_env, quiet, read_text, slow, temp_dir, write_text
+import simulated_api
+from testing import (HERE, Harness, cli, clean_env, quiet, read_json, read_text, slow,
+                     temp_dir, write_text)
 
 MODEL = "offline/model"
 CREATED = "2026-03-01T12:00:00+00:00"
@@ -811,6 +813,30 @@ class UnfinishedByBudgetTest(Harness):
 
 
 @slow("new interpreters")
+class UnfinishableRecordTest(Harness):
+    def test_a_record_whose_request_was_refused_is_not_told_to_resume(self):
+        done, part = self.path("done.json"), self.path("part.json")
+        self.main("--out", done, out=False)
+        self.state["faults"] = [simulated_api.error(400, "unknown model")]
+        self.main("--out", part, out=False)
+        code, output, _ = quiet(compare_runs.main, [done, part])
+        self.assertEqual(code, 2)
+        self.assertIn("the API refused a request of it", output)
+        self.assertNotIn("finish it first with", output)
+
+    def test_a_record_of_another_regression_py_is_not_told_to_resume(self):
+        done, part = self.path("done.json"), self.path("part.json")
+        self.main("--out", done, out=False)
+        self.state["faults"] = [simulated_api.error(401, "bad key")]
+        self.main("--out", part, out=False)
+        saved = read_json(part)
+        saved["code_sha256"] = "0" * 64
+        write_text(part, json.dumps(saved))
+        code, output, _ = quiet(compare_runs.main, [done, part])
+        self.assertEqual(code, 2)
+        self.assertIn("made by another regression.py, which --resume refuses", output)
+
+
 class ProcessTest(Files, unittest.TestCase):
     def setUp(self):
         super().setUp()

@@ -154,5 +154,20 @@ class SignalsAndResumeTest(unittest.TestCase):
         self.assertIn("Bearer [REDACTED]", result.stdout)
 
 
+    def test_ctrl_c_while_the_sdk_loads_is_a_quiet_exit_130(self):
+        # -v reports each import on stderr: the signal goes once the SDK is loading.
+        process = subprocess.Popen([sys.executable, "-v", os.path.join(HERE, "regression.py"),
+                                    "--out", self.out], env=self.env, text=True,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for line in process.stderr:
+            if "perplexity" in line:
+                process.send_signal(signal.SIGINT)
+                break
+        rest = process.stderr.read()
+        process.wait(timeout=60)
+        self.assertEqual(process.returncode, 130)
+        self.assertNotIn("Traceback", rest)
+        self.assertFalse(os.path.exists(self.out))
+
 if __name__ == "__main__":
     unittest.main()
