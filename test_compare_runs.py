@@ -812,7 +812,6 @@ class UnfinishedByBudgetTest(Harness):
         self.assertEqual(quiet(compare_runs.main, [done, part])[0], 0)
 
 
-@slow("new interpreters")
 class UnfinishableRecordTest(Harness):
     def test_a_record_whose_request_was_refused_is_not_told_to_resume(self):
         done, part = self.path("done.json"), self.path("part.json")
@@ -837,6 +836,7 @@ class UnfinishableRecordTest(Harness):
         self.assertIn("made by another regression.py, which --resume refuses", output)
 
 
+@slow("new interpreters")
 class ProcessTest(Files, unittest.TestCase):
     def setUp(self):
         super().setUp()
