@@ -463,9 +463,14 @@ class Tally:
     """summary() as a running count, so a long run keeps it current in constant
     time per row and still gets exactly summary()'s answer."""
 
-    def __init__(self, models, repeats, cases=None, confidence=CONFIDENCE):
+    def __init__(self, models, repeats, cases=None, confidence=CONFIDENCE, prove=None):
         cases = CASES if cases is None else cases
         self.confidence = confidence
+        # prove: {"rate", "confidence", "repeats"}: each (model, case) runs until its
+        # first failure or `repeats` passes in a row, so a finished pair may be short.
+        self.prove, self.repeats = prove, repeats
+        self.pairs = {(model, case["id"]): {"runs": 0, "last": -1, "failed_at": None}
+                      for case in cases for model in models}
         self.expected = {(model, case["id"], repeat) for repeat in range(repeats)
                          for case in cases for model in models}
         self.seen = set()
@@ -486,6 +491,12 @@ class Tally:
         self.errors += bool(row.get("error"))
         passed = row.get("passed") is True
         self.failed += not passed
+        pair = self.pairs.get(key[:2]) if fresh else None
+        if pair is not None:
+            pair["runs"] += 1
+            pair["last"] = max(pair["last"], key[2])
+            if not passed and (pair["failed_at"] is None or key[2] < pair["failed_at"]):
+                pair["failed_at"] = key[2]
         counts = self.models.get(row.get("model"))
         if counts is None:
             return
@@ -506,8 +517,17 @@ class Tally:
         return (sum((c["cost"] for c in counts), Decimal(0)),
                 all(c["cost_known"] for c in counts))
 
+    def decided(self, pair):
+        """Whether a proving pair is finished: stopped at its first failure, or
+        passed every repeat it needs, with no row missing before either."""
+        last = self.repeats - 1 if pair["failed_at"] is None else pair["failed_at"]
+        return pair["runs"] == last + 1 and pair["last"] == last
+
     def summary(self):
-        complete = not self.unexpected and self.seen == self.expected
+        if self.prove is None:
+            complete = not self.unexpected and self.seen == self.expected
+        else:
+            complete = not self.unexpected and all(map(self.decided, self.pairs.values()))
         models = {
             model: {
                 "passed": counts["passed"],
@@ -531,7 +551,11 @@ class Tally:
             exit_code = 1
         else:
             exit_code = 0
-        return {"complete": complete, "models": models, "exit_code": exit_code}
+        result = {"complete": complete, "models": models, "exit_code": exit_code}
+        if self.prove is not None:
+            result["prove"] = {"rate": self.prove["rate"],
+                               "confidence": self.prove["confidence"]}
+        return result
 
 
 def summary(rows, models, repeats, cases=None, confidence=CONFIDENCE):
@@ -551,6 +575,10 @@ def verdict_line(result):
         head = "INCOMPLETE: no verdict, the run did not finish"
     elif result["exit_code"] == 2:
         head = "NO VERDICT: an execution error"
+    elif "prove" in result and not others:
+        rate, confidence = result["prove"]["rate"], result["prove"]["confidence"]
+        head = (f"QUALIFIED: every model, each case >= {round(rate * 100, 1):g} % at "
+                f"{round(confidence * 100, 1):g} %")
     else:
         head = "QUALIFIED: every model" if not others else "REGRESSION"
     parts = [head]

@@ -399,13 +399,20 @@ def comparison(before, after, switches=(), paths=None):
     pairs = sorted(set(switches)) if switches else [(model, model) for model in
                                                      sorted(config["models"])]
     items = []
+    proving = "prove" in config  # a pair may stop at its first failure: short rows
     for old_model, new_model in pairs:
         for case_id in sorted((case["id"] for case in config["cases"]), key=natural):
-            old = [rows[0][(old_model, case_id, repeat)] for repeat in range(repeats)]
-            new = [rows[1][(new_model, case_id, repeat)] for repeat in range(repeats)]
+            old, new = ([side[(model, case_id, repeat)] for repeat in range(repeats)
+                         if (model, case_id, repeat) in side]
+                        for side, model in ((rows[0], old_model), (rows[1], new_model)))
             good = [sum(row["passed"] for row in side) for side in (old, new)]
+            if proving:  # a stopped pair has no comparable rate: judged on qualified or not
+                proved = [int(passes == repeats) for passes in good]
+                judged = label(proved[0], 1, proved[1], 1)
+            else:
+                judged = label(good[0], len(old), good[1], len(new))
             items.append({
-                "label": label(good[0], len(old), good[1], len(new)),
+                "label": judged,
                 "confidence": checker.CONFIDENCE,
                 "before_model": old_model, "after_model": new_model, "case_id": case_id,
                 "before": old, "after": new,

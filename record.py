@@ -40,6 +40,7 @@ import checker
 from checker import ACTIONS
 
 MAX_REPEATS = 10  # a run is an observation; more repeats cost money, not truth
+MAX_PROVE_REPEATS = 500  # --prove: 500 passes in a row prove 99.4 % at 95 %
 MAX_RECORD_BYTES = 1 << 30  # a 2,400-row run is ~27 MB; far larger is not a record
 FULL_RECORD_BYTES = 256 << 20  # a run starts no request past this size, so its record
                                # (plus the rows in flight) stays readable
@@ -135,12 +136,41 @@ def plan_keys(config):
         raise ValueError("config.cases must be a list of objects")
     case_ids = names([case.get("id") for case in cases], "config.cases ids")
     repeats = config.get("repeats")
+    most = MAX_REPEATS if "prove" not in config else MAX_PROVE_REPEATS
     # Bounds before building anything: a forged repeats must not allocate a
     # billion keys. bool is an int in Python, and True is not a repeat count.
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
-        raise ValueError(f"config.repeats must be an integer 1..{MAX_REPEATS}")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= most:
+        raise ValueError(f"config.repeats must be an integer 1..{most}")
+    if "prove" in config:
+        prove_problem(config["prove"], repeats)
     return {(model, case_id, repeat) for model in models for case_id in case_ids
             for repeat in range(repeats)}
+
+
+def prove_problem(prove, repeats):
+    """ValueError unless config.prove is a rule this code made: rate, confidence,
+    and the passes in a row they need, which is config.repeats."""
+    fields = ("rate", "confidence", "repeats", "max_repeats")
+    if not isinstance(prove, dict) or set(prove) != set(fields) or not all(
+            isinstance(prove[name], (int, float)) and not isinstance(prove[name], bool)
+            for name in fields):
+        raise ValueError("config.prove must hold rate, confidence, repeats and max_repeats")
+    if (not 0 < prove["rate"] < 1 or not 0.5 <= prove["confidence"] <= 0.999
+            or prove["repeats"] != repeats
+            or checker.runs_needed(prove["rate"], prove["confidence"]) != repeats
+            or not repeats <= prove["max_repeats"] <= MAX_PROVE_REPEATS):
+        raise ValueError("config.prove does not hold together: its rate and confidence "
+                         "need another number of repeats")
+
+
+def proving_missing(rows, config):
+    """Rows a finished --prove record lacks: each pair stops at its first failure or
+    holds every repeat its rate needs, with none missing before."""
+    tally = checker.Tally(config["models"], config["repeats"], config["cases"],
+                          prove=config["prove"])
+    for row in rows.values():
+        tally.add(row)
+    return sum(1 for pair in tally.pairs.values() if not tally.decided(pair))
 
 
 def cost_problem(cost):
@@ -252,7 +282,12 @@ def validate_record(record, complete=True, errors=False):
             raise ValueError(f"{where}: {what}; the record was edited after it was saved: "
                              "use the original file, or start a new run")
         rows[key] = judged
-    if complete and set(rows) != expected:
+    if complete and "prove" in record["config"]:
+        unfinished = proving_missing(rows, record["config"])
+        if unfinished:
+            raise ValueError(f"runs do not cover the config: {unfinished} proving pairs "
+                             "are missing rows")
+    elif complete and set(rows) != expected:
         raise ValueError(f"runs do not cover the config: {len(expected - set(rows))} missing")
     return rows
 
@@ -468,15 +503,18 @@ class RecordFile:
         self.size = 0  # bytes of the record at its last save
         self.head = ("{\n" + ",\n".join(f"{dumps(k)}: {dumps(v)}" for k, v in head.items())
                      + ',\n"runs": [').encode()
-        self.prefix = []  # serialised rows 0..n-1, each with its separator
-        self.pending = {}  # plan index -> serialised row, finished out of order
+        self.prefix = []  # serialised rows 0..n-1, each with its separator (b"": skipped)
+        self.pending = {}  # plan index -> serialised row (None: skipped), out of order
+        self.rows = 0  # rows in prefix: the next one needs a separator
         self.slots = []  # [{"path", "fd", "rows", "offset"}]
         self.live = 0  # the slot linked at the path: never written in place
         self.lock = None
 
     @classmethod
-    def create(cls, path, head, tail, rows=(), replace=False, lock=None):
+    def create(cls, path, head, tail, rows=(), replace=False, lock=None, skipped=()):
         """Start the record at path holding rows [(index, row)]; exclusive unless replace.
+
+        skipped: plan indexes that will never hold a row (see skip).
 
         lock: the record's lock, taken already (a resume takes it before it
         reads the record); else it is taken here. FileExistsError when path
@@ -492,6 +530,8 @@ class RecordFile:
                 raise FileExistsError(errno.EEXIST, "File exists", path)
             for index, row in rows:
                 self.add(index, row)
+            for index in skipped:
+                self.skip(index)
             slot = self.new_slot(0)
             self.fill(slot, tail)
             if replace:
@@ -512,14 +552,27 @@ class RecordFile:
 
     @property
     def saved(self):
-        return len(self.prefix) + len(self.pending)
+        """Rows saved so far."""
+        return self.rows + sum(1 for data in self.pending.values() if data is not None)
 
     def add(self, index, row):
         """Serialise a finished row once; index is its place in the saved order."""
         self.pending[index] = dumps(row).encode()
+        self.advance()
+
+    def skip(self, index):
+        """A place in the plan that will hold no row (a proving pair stopped before it)."""
+        self.pending[index] = None
+        self.advance()
+
+    def advance(self):
         while len(self.prefix) in self.pending:
-            separator = b",\n" if self.prefix else b"\n"
-            self.prefix.append(separator + self.pending.pop(len(self.prefix)))
+            data = self.pending.pop(len(self.prefix))
+            if data is None:
+                self.prefix.append(b"")
+                continue
+            self.prefix.append((b",\n" if self.rows else b"\n") + data)
+            self.rows += 1
 
     def save(self, tail):
         """Checkpoint every row added so far, atomically."""
@@ -554,10 +607,11 @@ class RecordFile:
     def fill(self, slot, tail):
         """Bring a slot up to date: the rows it lacks, pending rows, then the tail."""
         fresh = b"".join(self.prefix[slot["rows"]:])
-        parts, position = [fresh], len(self.prefix)
+        parts, position = [fresh], self.rows
         for index in sorted(self.pending):  # finished early, out of order: at most --jobs
-            parts.append((b",\n" if position else b"\n") + self.pending[index])
-            position += 1
+            if self.pending[index] is not None:
+                parts.append((b",\n" if position else b"\n") + self.pending[index])
+                position += 1
         lines = [f"{dumps(key)}: {dumps(value)}" for key, value in tail.items()]
         parts.append(("\n],\n" + ",\n".join(lines) + "\n}\n").encode())
         data = b"".join(parts)

@@ -79,11 +79,10 @@ import reports
 # so every reader of a record judges with the same code; these names are the
 # runner's interface too.
 from checker import (ACTIONS, CASES, CHAT_PREFIX, CONFIDENCE, FORMAT, INSTRUCTIONS,  # noqa: F401
-                     MODELS,
-                     TOOL, Tally, answer_seen, answer_text, answered_model, approved_source,
-                     chat_answer_text, chat_as_agent, check, pass_rate_lines, receipt_reasons,
-                     reported_cost, rfc_document, run_order, same_model, search_result_urls,
-                     summary, verdict_line)
+                     MODELS, TOOL, Tally, answer_seen, answer_text, answered_model,
+                     approved_source, chat_answer_text, chat_as_agent, check, pass_rate_lines,
+                     receipt_reasons, reported_cost, rfc_document, run_order, runs_needed,
+                     same_model, search_result_urls, summary, verdict_line)
 from record import MAX_REPEATS
 from sending import (MESSAGE_LIMIT, Interrupts, Pause, Plan, RetryingClient, Terminated,
                      clean, receive, redact, secret_patterns, warn)
@@ -155,7 +154,7 @@ def chat_request(case, model, instructions=INSTRUCTIONS):
     return request
 
 
-def run_config(models, cases, repeats, instructions=INSTRUCTIONS):
+def run_config(models, cases, repeats, instructions=INSTRUCTIONS, prove=None):
     """Everything sent that can change an answer: the record's `config`."""
     config = {
         "models": models,
@@ -170,6 +169,8 @@ def run_config(models, cases, repeats, instructions=INSTRUCTIONS):
     }
     if any(model.startswith(CHAT_PREFIX) for model in models):
         config["chat_request"] = chat_request_template()
+    if prove is not None:  # repeats is then what the rate needs: each pair's most
+        config["prove"] = prove
     return config
 
 
@@ -512,7 +513,7 @@ def write_reports(run, rows, result):
     views = []
     if run.reports["junit"] is not None:
         views.append(("junit", reports.write_replacing, run.reports["junit"],
-                      reports.junit_xml(rows, run.entries, run.models, result)))
+                      reports.junit_xml(rows, run.entries, run.models, result, run.dropped)))
     if run.reports["summary_md"] is not None:
         views.append(("summary_md", reports.append, run.reports["summary_md"], reports.run_markdown(
             run.title(), result, ordered, run.cases, verdict_line(result))))
@@ -561,6 +562,18 @@ def money(text):
     return value
 
 
+def rate(text):
+    """argparse type for --prove: a pass rate above 0 and below 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be a pass rate above 0 and below 1, "
+                                         f"e.g. 0.9, got {text}")
+    return value
+
+
 def confidence(text):
     """argparse type for --confidence: a probability from 0.5 to 0.999."""
     try:
@@ -592,6 +605,13 @@ OPTIONS = [  # flag, argparse keywords; help says what it does and its default
     ("--confidence", dict(type=confidence, metavar="C", help="one-sided confidence of every "
                           "stated pass-rate bound, 0.5..0.999 (default: 0.95, or the resumed "
                           "run's)")),
+    ("--prove", dict(type=rate, metavar="RATE", help="repeat each (model, case) one at a "
+                     "time until a repeat fails (not qualified; nothing more is sent for it) "
+                     "or its pass rate is proved at least RATE at --confidence, e.g. 0.9: "
+                     "29 passes in a row at 95 %")),
+    ("--max-repeats", dict(type=int, metavar="N", help="with --prove, the most repeats of "
+                           f"one pair, 1..{record.MAX_PROVE_REPEATS} (default: what RATE "
+                           "needs; refused below that)")),
     ("--foreground", dict(action="store_const", const=True, help="send each request plainly "
                           "and wait for its answer, instead of in background mode with its id "
                           "saved first (for organizations where background mode is not "
@@ -612,7 +632,8 @@ OPTIONS = [  # flag, argparse keywords; help says what it does and its default
     ("--demo", dict(metavar="NEW_DIR", help="run offline against a simulated API and write "
                     "NEW_DIR/results.json (no key needed, data is synthetic)")),
 ]
-FROM_RECORD = ("--models", "--repeats", "--cases", "--instructions", "--demo")
+FROM_RECORD = ("--models", "--repeats", "--cases", "--instructions", "--demo", "--prove",
+               "--max-repeats")
 
 
 def parse_args(argv):
@@ -638,6 +659,22 @@ def parse_args(argv):
                          f"{record.MAX_NAME} characters, e.g. openai/gpt-5.6-sol)")
     if args.repeats is not None and not 1 <= args.repeats <= MAX_REPEATS:
         parser.error(f"--repeats must be 1..{MAX_REPEATS}, got {args.repeats}")
+    if args.prove is not None:
+        needed = runs_needed(args.prove, args.confidence or CONFIDENCE)
+        if args.repeats is not None:
+            parser.error("--prove repeats each case until it is proved or fails; drop "
+                         "--repeats")
+        if needed > record.MAX_PROVE_REPEATS:
+            parser.error(f"--prove {args.prove} needs {needed} passes in a row, more than "
+                         f"{record.MAX_PROVE_REPEATS}; choose a lower rate or confidence")
+        if args.max_repeats is not None and args.max_repeats < needed:
+            parser.error(f"--max-repeats {args.max_repeats} is below the {needed} passes in "
+                         f"a row that --prove {args.prove} needs; give at least {needed}")
+    if args.max_repeats is not None and args.prove is None:
+        parser.error("--max-repeats caps --prove; give --prove RATE, or use --repeats")
+    if args.max_repeats is not None and not 1 <= args.max_repeats <= record.MAX_PROVE_REPEATS:
+        parser.error(f"--max-repeats must be 1..{record.MAX_PROVE_REPEATS}, "
+                     f"got {args.max_repeats}")
     if args.jobs is not None and not 1 <= args.jobs <= MAX_JOBS:
         parser.error(f"--jobs must be 1..{MAX_JOBS}, got {args.jobs}")
     if args.retries is not None and not 0 <= args.retries <= MAX_RETRIES:
@@ -693,14 +730,31 @@ class Run:
     def __post_init__(self):
         self.saving = threading.Lock()  # one save at a time: rows and receipts
         self.entries = run_order(self.models, self.cases, self.repeats)
-        self.tally = Tally(self.models, self.repeats, self.cases, self.execution["confidence"])
+        self.places = places(self.entries)
+        self.prove = self.head["config"].get("prove")
+        self.tally = Tally(self.models, self.repeats, self.cases,
+                           (self.prove or {}).get("confidence", self.execution["confidence"]),
+                           self.prove)
+        self.dropped = {index for row in self.rows.values() for index in self.stopped_pair(row)}
         for row in self.rows.values():
             self.tally.add(row)
         self.summary = self.tally.summary()  # changes only when a row is kept
 
     def todo(self):
         return [(index, entry) for index, entry in enumerate(self.entries)
-                if index not in self.rows]
+                if index not in self.rows and index not in self.dropped]
+
+    def blocked(self, index):
+        """A proving pair's repeat waits until the pair's previous repeat is in."""
+        repeat, case, model = self.entries[index]
+        return repeat > 0 and self.places[(model, case["id"], repeat - 1)] not in self.rows
+
+    def stopped_pair(self, row):
+        """After a proving pair's failure: the places of its repeats never sent."""
+        if self.prove is None or row["passed"] or row["error"]:
+            return []
+        return [self.places[(row["model"], row["case_id"], repeat)]
+                for repeat in range(row["repeat"] + 1, self.repeats)]
 
     def tail(self):
         receipts = {"pending": {str(index): entry for index, entry in sorted(
@@ -796,9 +850,14 @@ def new_run(args, secrets):
     elif not os.path.isdir(os.path.dirname(os.path.abspath(out))):
         raise ValueError(f"the folder of --out {out} does not exist; create it or "
                          "choose another path")
-    repeats = args.repeats or 1
+    repeats, prove = args.repeats or 1, None
+    if args.prove is not None:
+        level = args.confidence or CONFIDENCE
+        repeats = runs_needed(args.prove, level)
+        prove = {"rate": args.prove, "confidence": level, "repeats": repeats,
+                 "max_repeats": args.max_repeats or repeats}
     head = {"created_at": datetime.now(timezone.utc).isoformat(),
-            "config": run_config(models, cases, repeats, instructions),
+            "config": run_config(models, cases, repeats, instructions, prove),
             "sdk_version": sdk_version(), "code_sha256": code_sha256(),
             "checker_sha256": record.checker_sha256()}
     if args.demo is not None:
@@ -823,7 +882,8 @@ def resume_run(args, path, secrets):
     """The run of a saved record, to finish in place with its own config."""
     saved, rows, cases, instructions = read_saved(path)
     models, repeats = saved["config"]["models"], saved["config"]["repeats"]
-    problem = resume_problem(saved, run_config(models, cases, repeats, instructions),
+    problem = resume_problem(saved, run_config(models, cases, repeats, instructions,
+                                               saved["config"].get("prove")),
                              code_sha256(), sdk_version())
     if problem:
         raise ValueError(problem)
@@ -941,7 +1001,7 @@ def saved_record(run):
     try:
         saved = record.RecordFile.create(run.out, run.head, run.tail(),
                                          rows=sorted(run.rows.items()), replace=run.replace,
-                                         lock=run.lock)
+                                         lock=run.lock, skipped=sorted(run.dropped))
     except BaseException:
         if run.demo is not None:
             shutil.rmtree(run.demo, ignore_errors=True)  # ours alone: a failed demo leaves nothing
@@ -971,8 +1031,12 @@ def take_row(run, plan, saved, index, row, started):
             run.pending.pop(index, None)
         run.rows[index] = row
         run.tally.add(row)
-        run.summary = run.tally.summary()
         saved.add(index, row)
+        for place in run.stopped_pair(row):  # a proving pair failed: nothing more for it
+            run.dropped.add(place)
+            plan.drop(place)
+            saved.skip(place)
+        run.summary = run.tally.summary()
         saved.save(run.tail())
     total, known = run.tally.spent()
     say(run, plan, f"[{saved.saved}/{len(run.entries)}] {row_line(row)} | "
@@ -1085,7 +1149,8 @@ def main(argv=None):
             send = functools.partial(send_one, client, execution=run.execution, pause=pause,
                                      secrets=run.secrets, instructions=run.instructions,
                                      receipts=run)
-            plan = Plan(run.todo(), run.execution["jobs"], send, pause)
+            plan = Plan(run.todo(), run.execution["jobs"], send, pause,
+                        run.blocked if run.prove else None)
             with Interrupts(plan) as stops:
                 run_plan(run, args, plan, saved)
                 stops.raise_if_interrupted()
@@ -1128,6 +1193,14 @@ def run_plan(run, args, plan, saved):
 
 
 def start_lines(run, args):
+    if run.prove and not run.regrade:
+        limit = run.execution["max_cost"]
+        print(f"Proving each (model, case) has a pass rate >= "
+              f"{round(run.prove['rate'] * 100, 1):g} % at "
+              f"{round(run.prove['confidence'] * 100, 1):g} %: {run.repeats} passes in a row "
+              f"each, one repeat at a time; a pair stops at its first failure. At most "
+              f"{len(run.todo())} requests"
+              + (f"; --max-cost ${limit} still applies." if limit else "; no --max-cost."))
     if run.demo:
         print("DEMO: a simulated API on 127.0.0.1 answers for two fictional "
               "models; every answer below is synthetic.")

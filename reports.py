@@ -63,17 +63,19 @@ def testcase_name(case_id, repeat):
     return f"{case_id} [repeat {repeat}]"
 
 
-def junit_xml(rows, plan, models, result=None):
+def junit_xml(rows, plan, models, result=None, dropped=()):
     """JUnit XML: a testsuite per model, a testcase per planned row.
 
     rows: {plan index: row}; plan: [(repeat, case, model)]. A planned row that
     never ran (an interrupt, a stop) is a skipped testcase, so an incomplete
     run can never look green. result: the run's summary, whose per-case pass
     rate bound each testcase of that model and case carries as a property.
+    dropped: plan indexes never to be sent (a proving pair stopped before them).
     """
     suites = {model: [] for model in models}
     for index, (repeat, case, model) in enumerate(plan):
-        suites[model].append((index, repeat, case))
+        if index not in dropped:
+            suites[model].append((index, repeat, case))
     root = ET.Element("testsuites", name=SUITES_NAME)
     for model, entries in suites.items():
         suite = ET.SubElement(root, "testsuite", name=visible(model))

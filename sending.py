@@ -14,6 +14,7 @@ connection a request may have been processed and billed, the same rule the
 advisor is tested on. It imports nothing of the project.
 """
 
+import collections
 import contextlib
 import email.utils
 import json
@@ -356,8 +357,11 @@ class Plan:
     yielded. No request starts while the 429 pause runs.
     """
 
-    def __init__(self, todo, jobs, send, pause):
+    def __init__(self, todo, jobs, send, pause, blocked=None):
         self.todo, self.jobs, self.send, self.pause = todo, jobs, send, pause
+        # blocked(index): an entry that must wait (its pair's previous repeat is not
+        # in yet); entries given to drop() are never sent.
+        self.blocked, self.dropped = blocked, set()
         self.stopped = None  # why nothing new starts: "error", "budget", "interrupted"
         self.in_flight = 0
         self.results = queue.Queue()
@@ -375,18 +379,35 @@ class Plan:
         except BaseException as exc:  # Ctrl+C inside a request: re-raised below
             self.results.put((index, exc))
 
+    def drop(self, index):
+        """Never send this entry."""
+        self.dropped.add(index)
+
+    def next_entry(self, waiting):
+        """The place in waiting of the first entry that may start now, or None."""
+        for place, (index, _) in enumerate(waiting):
+            if index not in self.dropped and not self.blocked(index):
+                return place
+        return None
+
     def finished(self):
-        position = 0
+        waiting = collections.deque(self.todo)
         while True:
-            while self.stopped is None and self.in_flight < self.jobs and position < len(self.todo):
+            while waiting and waiting[0][0] in self.dropped:
+                waiting.popleft()
+            while self.stopped is None and self.in_flight < self.jobs and waiting:
+                place = 0 if self.blocked is None else self.next_entry(waiting)
+                if place is None:
+                    break  # every entry left waits for a row in flight
                 wait = self.pause.remaining()
                 if wait > 0 and self.in_flight:
                     break  # collect finished rows while the pause runs out
                 if wait > 0:
                     time.sleep(min(wait, PAUSE_SLICE))  # then look at a stop again
                     continue
-                index, entry = self.todo[position]
-                position, self.in_flight = position + 1, self.in_flight + 1
+                index, entry = waiting[place]
+                del waiting[place]
+                self.in_flight += 1
                 if self.jobs == 1:
                     self.work(index, entry)  # in this thread: the default, one at a time
                 else:
