@@ -1935,6 +1935,18 @@ class ProveTest(Harness):
         self.assertEqual(len(self.state["requests"]), 29 * 7 + 1 + 1)
         self.assertTrue(self.record()["summary"]["complete"])
 
+    def test_a_proof_of_a_cases_file_has_its_page_and_summary(self):
+        cases = self.write("cases.json", json.dumps(regression.CASES[2:]))
+        code, _, _ = self.main("--prove", "0.5", "--cases", cases, "--html",
+                               self.path("p.html"), "--summary-md", self.path("s.md"))
+        self.assertEqual(code, 1)
+        self.assertEqual(len(self.state["requests"]), 5 * 3 + 1)
+        page, summary = read_text(self.path("p.html")), read_text(self.path("s.md"))
+        self.assertIn("5/5<br>", page)
+        self.assertIn("pass rate &gt;= 54.9 % (95 %)", page)  # 0.05 ** (1/5)
+        self.assertIn("| ambiguous-payment | 0/1, pass rate >= 0.0 % (95 %): wrong_code, "
+                      "wrong_next_action | 5/5, pass rate >= 54.9 % (95 %) |", summary)
+
     def test_refusals(self):
         for args, reason in ((["--prove", "0.9", "--repeats", "3"], "drop --repeats"),
                              (["--prove", "0.9", "--max-repeats", "10"], "give at least 29"),
