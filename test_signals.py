@@ -12,9 +12,10 @@ import unittest
 
 import simulated_api
 from testing import HERE, KEY, cli, loopback_env, loopback_server, popen, read_json, \
-    saved_rows, temp_dir, wait_until
+    saved_rows, slow, temp_dir, wait_until
 
 
+@slow("signals to real processes")
 class SignalsAndResumeTest(unittest.TestCase):
     """The real CLI over loopback: SIGTERM then --resume, a 429, an echoed key."""
 
