@@ -164,7 +164,8 @@ APPROVED_NETLOCS = {
 }
 RFC_PATH = re.compile(r"/rfc/(rfc[0-9]+)(?:\.html|\.txt)?/?")
 CONFIDENCE = 0.95  # one-sided confidence of every stated pass-rate bound (--confidence)
-BISECTIONS = 200  # halvings of [0, 1]: far past a double's precision
+BISECTIONS = 200  # steps of the root search: far past a double's precision
+ULP_STEPS = 1000  # steps of one ulp down to the root's lower side, at most
 # A dated snapshot of a model (gpt-5.6-sol-2026-08-14, claude-sonnet-4-6@20261001)
 # is the model asked for: the router names the snapshot it used.
 SNAPSHOT = re.compile(r"(?:[-@_](?:20[0-9]{2}-?[01][0-9]-?[0-3][0-9]|latest))$")
@@ -433,16 +434,29 @@ def lower_bound(passed, runs, confidence=CONFIDENCE):
     alpha = 1 - confidence
     if passed >= runs:
         return alpha ** (1 / runs)  # the tail is p ** runs
-    low, high = 0.0, 1.0
+    # The tail grows with p: keep [low, high] around its root and step by Newton
+    # inside it (the tail's slope is a binomial density), halving when a step leaves.
+    low, high, rate = 0.0, 1.0, passed / runs
     for _ in range(BISECTIONS):
-        middle = (low + high) / 2
-        if binomial_tail(passed, runs, middle) < alpha:
-            low = middle
+        gap = binomial_tail(passed, runs, rate) - alpha
+        if gap < 0:
+            low = rate
         else:
-            high = middle
-        if high - low < 1e-15:
+            high = rate
+        slope = runs * math.comb(runs - 1, passed - 1) * rate ** (passed - 1) * (
+            1 - rate) ** (runs - passed)
+        step = rate - gap / slope if slope > 0 else low
+        if high - low < 1e-15 or abs(step - rate) < 1e-16:
             break
-    return low  # rounded down: the evidence proves no more
+        rate = step if low < step < high else (low + high) / 2
+    # Newton lands on the root from either side: the answer is the largest rate
+    # still below it (never more than proved), a few steps of one ulp away.
+    rate = min(rate, high)
+    for _ in range(ULP_STEPS):
+        if binomial_tail(passed, runs, rate) < alpha:
+            return max(rate, low)
+        rate = math.nextafter(rate, 0.0)
+    return low
 
 
 def binomial_tail(passed, runs, rate):
