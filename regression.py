@@ -372,10 +372,32 @@ def finished(client, result, on_receipt=None):
 
 
 def events_of(stream):
-    """A stream's events as JSON data; the stream is closed when they end or stop."""
+    """A stream's server-sent events as JSON data, read from its lines: the SDK
+    would build a typed model of every event, a cost per row for events that
+    matter only for their id. The stream is closed when they end or stop."""
     with stream:
-        for event in stream:
-            yield dump_response(event)
+        kind = None
+        for line in stream.response.iter_lines():
+            if line.startswith("event:"):
+                kind = line[len("event:"):].strip()
+            elif line.startswith("data:"):
+                try:
+                    event = json.loads(line[len("data:"):])
+                except ValueError:
+                    continue  # not an event of this API: the terminal one still counts
+                if kind == "error":
+                    event = {"type": "error", "message": event}
+                kind = None
+                yield without_nulls(event) if isinstance(event, dict) else event
+
+
+def without_nulls(value):
+    """JSON data without null members, as the SDK's dump of a response leaves it."""
+    if isinstance(value, dict):
+        return {key: without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [without_nulls(item) for item in value]
+    return value
 
 
 def resumed(client, response_id, after):
