@@ -584,27 +584,26 @@ def money(text):
     return value
 
 
-def rate(text):
-    """argparse type for --prove: a pass rate above 0 and below 1."""
+def number_in(text, accepts, wanted):
+    """A number that accepts(value) takes, or argparse's one-line reason why not."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be a pass rate above 0 and below 1, "
-                                         f"e.g. 0.9, got {text}")
+    if not accepts(value):  # NaN is accepted by no range
+        raise argparse.ArgumentTypeError(f"must be {wanted}, got {text}")
     return value
+
+
+def rate(text):
+    """argparse type for --prove: a pass rate above 0 and below 1."""
+    return number_in(text, lambda value: 0 < value < 1,
+                     "a pass rate above 0 and below 1, e.g. 0.9")
 
 
 def confidence(text):
     """argparse type for --confidence: a probability from 0.5 to 0.999."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.5 <= value <= 0.999:
-        raise argparse.ArgumentTypeError(f"must be from 0.5 to 0.999, got {text}")
-    return value
+    return number_in(text, lambda value: 0.5 <= value <= 0.999, "from 0.5 to 0.999")
 
 
 OPTIONS = [  # flag, argparse keywords; help says what it does and its default
