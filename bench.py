@@ -17,6 +17,8 @@
 5. GitHub Actions' cancellation on the example workflow's own run step (SIGINT
    to its shell, SIGTERM 7.5 s later, SIGKILL 2.5 s after that), then --resume:
    requests paid twice.
+6. The run page of a 10,000-row record: its size, the time to make it, and the
+   time headless Chromium takes to open it (where Chromium is installed).
 """
 
 import argparse
@@ -214,6 +216,45 @@ def cancellation_table():
         shutil.rmtree(folder)
 
 
+def page_table():
+    import checker
+    import evidence_page
+    from testing import CHROMIUM, dump_dom
+
+    models = [f"bench/model-{n}" for n in range(25)]
+    rows = []
+    for repeat in range(100):
+        for case in regression.CASES:
+            for model in models:
+                response = simulated_api.agent_response(len(rows), case, model, ())
+                response["output"][0]["results"][0]["snippet"] = "x" * 2000
+                rows.append(checker.derived(case, {
+                    "repeat": repeat, "case_id": case["id"], "model": model, "error": None,
+                    "error_status": None, "cost_usd": None, "response": response,
+                    "answer_text": None, "reasons": [], "seconds": 0.5, "passed": True}))
+    record = {"created_at": "bench", "runs": rows,
+              "config": regression.run_config(models, regression.CASES, 100),
+              "summary": regression.summary(rows, models, 100)}
+    started = time.perf_counter()
+    page = evidence_page.run_page(record)
+    made = time.perf_counter() - started
+    print(f"Run page of {len(rows):,} rows (25 models, 4 cases, 100 repeats, ~2 KB snippets)")
+    print(f"  {len(page.encode()) / 1e6:.1f} MB, made in {made:.2f} s", end="")
+    if not CHROMIUM:
+        print("; Chromium is not installed")
+        return
+    folder = tempfile.mkdtemp()
+    try:
+        path = os.path.join(folder, "page.html")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(page)
+        started = time.perf_counter()
+        dump_dom(path, os.path.join(folder, "profile"))
+        print(f", opened by headless Chromium in {time.perf_counter() - started:.1f} s")
+    finally:
+        shutil.rmtree(folder)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=50, metavar="N",
@@ -248,6 +289,8 @@ def main(argv=None):
     kill_table(args.kills)
     print()
     cancellation_table()
+    print()
+    page_table()
     return 0
 
 

@@ -30,6 +30,9 @@ from vocabulary import GATING, MEANINGS, NEW_FAILURE, PASS, RECOVERED, p_text
 SNIPPET_CHARS = 300  # characters of a search snippet shown before "full text"
 MAX_SHOWN_CHARS = 20_000  # characters of one value on the page; the record keeps all
 MAX_RESULTS_SHOWN = 50  # search results listed per row; the API returns at most 5
+FULL_PASSING_ROWS = 1  # passing rows of a (case, model) shown in full: one example
+FULL_FAILING_ROWS = 25  # failing rows of a (case, model) shown in full; more are listed
+# in brief, so a page of 10,000 rows stays a page a browser opens (the record keeps all)
 MAX_URL_CHARS = 2_048  # longer "URLs" are shown as text, never made links
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 CITATION_REASONS = {"missing_or_duplicate_sources", "citation_not_in_search_results",
@@ -560,14 +563,45 @@ def case_html(case):
 
 
 def group_html(index, case_id, model, rows, case):
+    """One (case, model): failing rows in full, one passing row in full as an
+    example, and every other row in brief, one line each."""
     good, runs = rate(rows)
     kind = rate_class(good, runs)
-    ordered = sorted(rows, key=lambda row: (passed(row), repeat_key(row)))
-    body = "".join(row_html(row, case) for row in ordered)
+    failing = sorted((row for row in rows if not passed(row)), key=repeat_key)
+    passing = sorted((row for row in rows if passed(row)), key=repeat_key)
+    full = failing[:FULL_FAILING_ROWS] + passing[:FULL_PASSING_ROWS]
+    brief = failing[FULL_FAILING_ROWS:] + passing[FULL_PASSING_ROWS:]
+    body = "".join(row_html(row, case) for row in full) + brief_html(brief, case)
     return (f'<details class="group {kind}" id="g{index}"{"" if kind == "pass" else " open"}>'
             f"<summary><code>{esc(case_id)}</code> · <code>{esc(model)}</code> · "
             f'<strong class="{kind}">{rate_text(good, runs)}</strong></summary>'
             f'<div class="body">{case_html(case)}{body}</div></details>')
+
+
+def brief_html(rows, case):
+    """Rows in brief: verdict, answer, cited and returned documents, cost, seconds."""
+    if not rows:
+        return ""
+    lines = []
+    for row in rows:
+        answer = parse_answer(field(row, "answer_text")) or {}
+        cited = sorted({as_text(document(url) or url)
+                        for url in listed(answer.get("source_urls"))})
+        returned = sorted({doc for doc in (document(r.get("url"))
+                                           for r in search_results(row)) if doc})
+        ok = passed(row)
+        verdict = "PASS" if ok else "FAIL " + ", ".join(esc(r) for r in
+                                                       listed(field(row, "reasons")))
+        lines.append(f"<tr><td>{esc(field(row, 'repeat'))}</td>"
+                     f'<td class="{"pass" if ok else "fail"}">{verdict}</td>'
+                     f"<td>{esc(answer.get('code'))}</td><td>{esc(answer.get('next_action'))}</td>"
+                     f"<td>{esc(', '.join(cited))}</td><td>{esc(', '.join(returned))}</td>"
+                     f"<td>{cost(field(row, 'cost_usd'))}</td>"
+                     f"<td>{number(field(row, 'seconds'))}</td></tr>")
+    return (f"<details><summary>{len(rows):,} more rows in brief (the record keeps each "
+            "whole response)</summary><table><tr><th>repeat</th><th>verdict</th><th>code"
+            "</th><th>next action</th><th>cited</th><th>search returned</th><th>cost</th>"
+            f"<th>seconds</th></tr>{''.join(lines)}</table></details>")
 
 
 def run_page(record, title=None):

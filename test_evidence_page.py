@@ -488,6 +488,22 @@ class RunPage(unittest.TestCase):
                 self.assertIn("</html>", page)
 
 
+class LargeRunPage(unittest.TestCase):
+    def test_failing_rows_in_full_one_passing_example_and_the_rest_in_brief(self):
+        page = evidence_page.run_page(realistic_record(repeats=30, failing_repeats=(1, 2, 3)))
+        self.assertEqual(page.count('<details class="row'), 7 * 1 + 3 + 1)
+        self.assertEqual(page.count("29 more rows in brief"), 7)
+        self.assertEqual(page.count("26 more rows in brief"), 1)
+        self.assertEqual(page.count('<td class="pass">PASS</td>'), 7 * 29 + 26)
+
+    def test_failing_rows_past_the_cap_are_listed_in_brief(self):
+        failing = tuple(range(evidence_page.FULL_FAILING_ROWS + 5))
+        page = evidence_page.run_page(realistic_record(repeats=len(failing),
+                                                       failing_repeats=failing))
+        self.assertEqual(page.count('<td class="fail">FAIL wrong_code, wrong_next_action</td>'),
+                         5)
+
+
 class ReceiptsOnThePage(unittest.TestCase):
     def test_a_regraded_record_says_it_is_a_regrade(self):
         record = dict(realistic_record(), regraded_from={
