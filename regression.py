@@ -33,7 +33,9 @@ if sys.version_info < (3, 11):  # tomllib, and the exit code: a crash must not b
           f"{sys.version.split()[0]}; run it with python3.11 or newer", file=sys.stderr)
     raise SystemExit(2)
 
-if __name__ == "__main__":  # Ctrl+C while the SDK loads (a second or so): exit 130, quietly
+if __name__ == "__main__":  # Ctrl+C while the SDK loads (a second or so): exit 130, quietly.
+    # Set whatever a shell left: the CI recipe starts the runner as a background job
+    # (SIGINT ignored) and forwards each signal to it, so a SIGINT must count.
     import signal
 
     signal.signal(signal.SIGINT, lambda number, frame: sys.exit(128 + number))
@@ -1154,11 +1156,6 @@ def finish(run, interrupted):
 
 def main(argv=None):
     mend_standard_streams()
-    if (threading.current_thread() is threading.main_thread()
-            and signal.getsignal(signal.SIGINT) is signal.SIG_IGN):
-        # A shell starts a background job with SIGINT ignored; the CI recipe starts
-        # the runner so and forwards each signal to it, so a SIGINT must count.
-        signal.signal(signal.SIGINT, signal.default_int_handler)
     args = parse_args(argv)
     try:
         run = prepare(args)
