@@ -74,6 +74,7 @@ COST_USD = 0.0042  # per simulated request: small, non-zero, exact in decimal
 ROUTES = ("/v1/responses", "/v1/agent")  # the same API under both names
 RETIRED = {"message": "Sonar is now the Agent API. Use /v1/responses instead of /v1/sonar.",
            "type": "chat_completions_not_available", "code": 403}  # as live since 2026-09-27
+NO_CASE = "simulated API: the input matches no known case"
 TERMINAL = {"completed": "response.completed", "failed": "response.failed",
             "cancelled": "response.cancelled", "incomplete": "response.incomplete"}
 
@@ -200,6 +201,24 @@ def fetch(state, response_id, query):
     return 200, [], kept["response"]
 
 
+def unknown_field(body, allowed):
+    """The first field of a request body the live API would refuse, or None."""
+    return min(set(body) - allowed, default=None)
+
+
+def case_for(state, question):
+    return next((c for c in state["cases"] if c["question"] == question), None)
+
+
+def foreground_answer(state, number, body):
+    """(status, headers, body) of an Agent API request answered at once: the one
+    code a direct POST and a batch row share, so both are judged alike."""
+    case = case_for(state, body.get("input"))
+    if case is None:
+        return error(400, NO_CASE)
+    return 200, [], agent_response(number, case, body.get("model"), state["unsafe_models"])
+
+
 def respond(state, method, path, query, headers, raw_body):
     """(status, headers, body, ready_at) for one request: body is JSON data, or
     Events for a stream; nothing but a stream's first events goes out before
@@ -239,23 +258,20 @@ def answer(state, number, fault, path, headers, body, ready_at):
     chat = route == "/chat/completions"
     if chat and not state["legacy_chat"]:
         return 403, [], {"error": dict(RETIRED)}
-    unknown = sorted(set(body) - (CHAT_FIELDS if chat else RESPONSE_FIELDS))
+    unknown = unknown_field(body, CHAT_FIELDS if chat else RESPONSE_FIELDS)
     if unknown:
-        return error(400, f'invalid request body: json: unknown field "{unknown[0]}"')
+        return error(400, f'invalid request body: json: unknown field "{unknown}"')
     if chat:
         messages = body.get("messages") if isinstance(body.get("messages"), list) else []
         question = next((m.get("content") for m in messages
                          if isinstance(m, dict) and m.get("role") == "user"), None)
-    else:
-        question = body.get("input")
-    case = next((c for c in state["cases"] if c["question"] == question), None)
-    if case is None:
-        return error(400, "simulated API: the input matches no known case")
-    if chat:
+        case = case_for(state, question)
+        if case is None:
+            return error(400, NO_CASE)
         return 200, [], chat_response(number, case, body.get("model"), state["unsafe_models"])
-    response = agent_response(number, case, body.get("model"), state["unsafe_models"])
-    if not body.get("background"):
-        return 200, [], response
+    status, headers, response = foreground_answer(state, number, body)
+    if status != 200 or not body.get("background"):
+        return status, headers, response
     if state["no_background"]:
         return error(400, "background mode is not available to this organization "
                      "(zero data retention)", kind="invalid_request")
