@@ -16,8 +16,36 @@ events after sequence number N; an unknown id is a 404. POST
 retired on 2026-09-27: HTTP 403, type `chat_completions_not_available`;
 `legacy_chat` restores the old answers (`choices`, top-level `search_results`
 and `citations`, `usage.cost` without a currency) for tests and for demos of
-saved records. Unknown request fields get the live API's 400. It never
-listens on anything but loopback.
+saved records. Unknown request fields get the live API's 400.
+
+The Batch API follows OpenAI's shape. POST /v1/files takes a multipart JSONL
+file (`purpose` "batch") and checks every line before keeping it: one JSON
+object per line, no blank lines, `custom_id` (unique), `method` "POST", `url`
+/v1/responses or /v1/agent, and a `body` under the rules of a direct request
+(unknown fields are a 400, and so is `background` or `stream` true); at most
+50,000 lines and 200 MB; `expires_after` is a 400. GET /v1/files/{id} gives
+the file object, GET /v1/files/{id}/content its bytes (input, output and
+error files alike), DELETE /v1/files/{id} removes it. POST /v1/batches
+(`endpoint` /v1/responses, `input_file_id`, `completion_window` "24h",
+`metadata`) starts a batch in `validating`; `output_expires_after` is a 400,
+an unknown input file a 404 (as any unknown id here), and a repeat with an
+`Idempotency-Key` already seen returns the original batch. A batch moves only
+when polled: each GET /v1/batches/{id} moves it one stage, validating ->
+in_progress -> finalizing -> completed; while in_progress a poll answers up
+to `batch_rows_per_poll` more rows, in input order, and moves on once none is
+left. Each row is answered by the code that answers a direct foreground POST.
+The output file holds a line per row answered 200:
+    {"id": "batch_req_...", "custom_id": ..., "error": null,
+     "response": {"status_code": 200, "request_id": "req_...", "body": <response>}}
+and the error file, made only when some row failed or never ran, a line per
+such row: the same shape with the 4xx/5xx status and its {"error": ...} body,
+or "response": null and "error": {"code": "batch_expired"|"batch_cancelled",
+"message": ...} for a row that never ran. Both are shuffled (the same way
+every time), never in input order. POST /v1/batches/{id}/cancel makes a
+running batch `cancelling`, and the next poll `cancelled` with the rows done
+so far; a finished batch cannot be cancelled (400). request_counts count the
+rows answered (a row that never ran is in neither count); usage sums the rows
+answered 200. It never listens on anything but loopback.
 
     python simulated_api.py --port 8765 --cases examples/cases.json   # until Ctrl+C
     PERPLEXITY_BASE_URL=http://127.0.0.1:8765 PERPLEXITY_API_KEY=x python regression.py
@@ -41,13 +69,44 @@ mock_transport() for in-process tests):
     hold           None, or a threading.Event every answer waits for (its
                    receipt does not): a test releases answers when it chooses
     stored         response id -> the kept response and when it is ready
-    requests       every POST body received, in arrival order
+    requests       every POST body received, in arrival order, but for the
+                   Files and Batches endpoints' (rows of a batch are not here)
     fetches        every GET of a kept response, as (id, query), in order
+Batch knobs, each read when a batch is polled (none holds up any answer;
+latency, faults and hold leave Files and Batches alone):
+    batch_outcome  how a batch ends: "completed" (default); "failed" (its
+                   first poll fails it in validation: `errors`, no files);
+                   "expired" (half its rows, rounded down, are answered, then
+                   it expires: the rest are error lines `batch_expired`);
+                   "cancelled" (likewise, through cancelling, `batch_cancelled`)
+    batch_fail_ids custom_ids whose rows are answered with a 500 error line
+    batch_rows_per_poll  rows answered per poll while in_progress (None: all)
+    batch_hold     None, or a threading.Event: until it is set, a batch stays
+                   in_progress with no row answered (a poll still answers at once)
+    batch_faults   a list of (status, headers, body) answered, in turn, to
+                   Files and Batches requests before normal answers resume
+    batch_lose_creates  how many of the next new batches are made but answered
+                   with a 500, as if the answer were lost (the SDK retries)
+    batch_max_lines, batch_max_bytes  an input file's limits (BATCH_MAX_LINES,
+                   BATCH_MAX_BYTES), lowered by tests
+Batch records:
+    files          file id -> {"meta": the file object, "bytes": its content}
+    batches        batch id -> the batch as answered, plus "_requests" (the
+                   input lines) and "_answers" (the lines of rows answered)
+    batch_keys     Idempotency-Key -> the batch id it made
+    file_creates   POST /v1/files received (refused ones too)
+    batch_creates  POST /v1/batches received (refused ones and repeats too)
+    batch_polls    GET /v1/batches/{id} received
+    batch_requests the body of every row answered inside a batch, in order
+A response's number (resp_sim_N) counts direct POSTs and batch rows together.
 """
 
 import argparse
 import contextlib
+import email.message
+import email.parser
 import json
+import random
 import threading
 import time
 import urllib.parse
@@ -77,6 +136,22 @@ RETIRED = {"message": "Sonar is now the Agent API. Use /v1/responses instead of 
 NO_CASE = "simulated API: the input matches no known case"
 TERMINAL = {"completed": "response.completed", "failed": "response.failed",
             "cancelled": "response.cancelled", "incomplete": "response.incomplete"}
+BATCH_MAX_LINES = 50_000  # requests in one batch input file, as the live API documents
+BATCH_MAX_BYTES = 200_000_000  # "200 MB" read as decimal megabytes, the stricter reading
+FILE_TTL_SECONDS = 30 * 24 * 3600  # input, output and error files are kept 30 days
+BATCH_ENDPOINT = "/v1/responses"  # the only endpoint a batch may name
+BATCH_WINDOW = "24h"  # the only completion window offered
+BATCH_WINDOW_SECONDS = 24 * 3600
+BATCH_LINE_FIELDS = {"custom_id", "method", "url", "body"}
+BATCH_CREATE_FIELDS = {"completion_window", "endpoint", "input_file_id", "metadata"}
+BATCH_STAGES = ("in_progress", "finalizing", "completed", "failed", "expired", "cancelling",
+                "cancelled")  # each has its own <stage>_at timestamp in a batch
+BATCH_FINAL = {"completed", "failed", "expired", "cancelled"}
+BATCH_COUNTERS = {("POST", "files", 1, None): "file_creates",  # requests counted on arrival
+                  ("POST", "batches", 1, None): "batch_creates",
+                  ("GET", "batches", 2, None): "batch_polls"}
+BATCH_OUTCOMES = ("completed", "failed", "expired", "cancelled")
+OUTPUT_ORDER_SEED = 20  # output lines come back shuffled, the same way every run
 
 
 def rfc_url(rfc):
@@ -143,6 +218,22 @@ def new_state(cases, unsafe_models=("offline/hasty",)):
         "stored": {},
         "requests": [],
         "fetches": [],
+        "batch_outcome": "completed",
+        "batch_fail_ids": set(),
+        "batch_rows_per_poll": None,
+        "batch_hold": None,
+        "batch_faults": [],
+        "batch_lose_creates": 0,
+        "batch_max_lines": BATCH_MAX_LINES,
+        "batch_max_bytes": BATCH_MAX_BYTES,
+        "files": {},
+        "batches": {},
+        "batch_keys": {},
+        "file_creates": 0,
+        "batch_creates": 0,
+        "batch_polls": 0,
+        "batch_requests": [],
+        "last_id": 0,
         "lock": threading.Lock(),
     }
 
@@ -220,9 +311,12 @@ def foreground_answer(state, number, body):
 
 
 def respond(state, method, path, query, headers, raw_body):
-    """(status, headers, body, ready_at) for one request: body is JSON data, or
-    Events for a stream; nothing but a stream's first events goes out before
-    ready_at. Shared by the HTTP server and MockTransport."""
+    """(status, headers, body, ready_at) for one request: body is JSON data,
+    bytes (a file's content) or Events for a stream; nothing but a stream's
+    first events goes out before ready_at (None: at once, whatever holds other
+    answers). Shared by the HTTP server and MockTransport."""
+    if path.strip("/").split("/")[:2] in (["v1", "files"], ["v1", "batches"]):
+        return (*batch_endpoint(state, method, path, headers, raw_body), None)
     ready_at = time.monotonic() + state["latency"]
     authorization = headers.get("Authorization", "")
     if method == "GET":
@@ -238,7 +332,7 @@ def respond(state, method, path, query, headers, raw_body):
         body = None
     with state["lock"]:
         state["requests"].append(body)
-        number = len(state["requests"])
+        number = len(state["requests"]) + len(state["batch_requests"])  # a response's number
         fault = state["faults"].pop(0) if state["faults"] else None
     return (*answer(state, number, fault, path, headers, body, ready_at), ready_at)
 
@@ -286,8 +380,340 @@ def answer(state, number, fault, path, headers, body, ready_at):
     return 200, [("Content-Type", "text/event-stream")], stream_after(kept, -1, cut)
 
 
+def batch_endpoint(state, method, path, headers, raw_body):
+    """(status, headers, body) of a Files or Batches request; body is bytes for
+    a file's content. Everything happens under the state's lock, at once: a
+    batch moves only when it is polled."""
+    parts = path.strip("/").split("/")[1:]  # after "v1": files|batches, [id, [action]]
+    route = (method, parts[0], len(parts), parts[2] if len(parts) == 3 else None)
+    authorization = headers.get("Authorization", "")
+    with state["lock"]:
+        counter = BATCH_COUNTERS.get(route)
+        if counter:
+            state[counter] += 1
+        if not authorization.startswith("Bearer ") or len(authorization) <= 7:
+            return error(401, "missing or invalid API key")
+        if state["batch_faults"]:
+            return state["batch_faults"].pop(0)
+        if route == ("POST", "files", 1, None):
+            return upload_file(state, headers.get("Content-Type", ""), raw_body)
+        if route in {("GET", "files", 2, None), ("DELETE", "files", 2, None),
+                     ("GET", "files", 3, "content")}:
+            return file_request(state, method, parts)
+        if route == ("POST", "batches", 1, None):
+            return create_batch(state, headers.get("Idempotency-Key"), raw_body)
+        if route == ("GET", "batches", 2, None):
+            batch = state["batches"].get(parts[1])
+            if batch is None:
+                return error(404, f"batch {parts[1]} not found", kind="not_found")
+            advance(state, batch)
+            return 200, [], public(batch)
+        if route == ("POST", "batches", 3, "cancel"):
+            return cancel_batch(state, parts[1])
+    return error(404, f"no route for {method} {path}")
+
+
+def new_id(state, prefix):
+    state["last_id"] += 1
+    return f"{prefix}_sim_{state['last_id']}"
+
+
+def store_file(state, filename, purpose, data):
+    """Keep a file and return its FileObject."""
+    created = int(time.time())
+    meta = {"id": new_id(state, "file"), "object": "file", "bytes": len(data),
+            "created_at": created, "filename": filename, "purpose": purpose,
+            "expires_at": created + FILE_TTL_SECONDS}
+    state["files"][meta["id"]] = {"meta": meta, "bytes": data}
+    return meta
+
+
+def form_fields(content_type, raw):
+    """name -> (filename or None, bytes) of a multipart/form-data body."""
+    message = email.message.Message()
+    message["Content-Type"] = content_type
+    boundary = message.get_param("boundary")
+    if message.get_content_type() != "multipart/form-data" or not boundary:
+        raise ValueError("send the file as multipart/form-data")
+    fields = {}
+    for piece in raw.split(b"--" + str(boundary).encode("latin-1"))[1:]:
+        if piece.startswith(b"--"):  # the closing delimiter
+            return fields
+        head, found, content = piece.partition(b"\r\n\r\n")
+        if not found or not head.startswith(b"\r\n") or not content.endswith(b"\r\n"):
+            raise ValueError("the multipart body is malformed")
+        part = email.parser.BytesHeaderParser().parsebytes(head[2:] + b"\r\n\r\n")
+        name = part.get_param("name", header="Content-Disposition")
+        fields[str(name)] = (part.get_filename(), content[:-2])
+    raise ValueError("the multipart body has no closing boundary")
+
+
+def line_problem(line, seen):
+    """What is wrong with one line of a batch input file, or None."""
+    if not line.strip():
+        return "is blank; a batch file holds one JSON object per line and no blank lines"
+    try:
+        request = json.loads(line)
+    except ValueError:
+        return "is not valid JSON"
+    if not isinstance(request, dict):
+        return "is not a JSON object"
+    unknown = unknown_field(request, BATCH_LINE_FIELDS)
+    if unknown:
+        return f'has an unknown field "{unknown}"'
+    custom_id, body = request.get("custom_id"), request.get("body")
+    if not isinstance(custom_id, str) or not custom_id:
+        return "needs custom_id, a non-empty string"
+    if custom_id in seen:
+        return f'repeats custom_id "{custom_id}"; each request needs its own'
+    seen.add(custom_id)
+    if request.get("method") != "POST":
+        return 'needs "method": "POST"'
+    if request.get("url") not in ROUTES:
+        return f"needs url {' or '.join(ROUTES)}"
+    if not isinstance(body, dict):
+        return "needs body, a JSON object"
+    unknown = unknown_field(body, RESPONSE_FIELDS)
+    if unknown:
+        return f'body: json: unknown field "{unknown}"'
+    for mode in ("background", "stream"):
+        if body.get(mode):
+            return f"body: {mode} is not supported in a batch"
+    return None
+
+
+def batch_requests(state, data):
+    """The requests of a batch input file, every line checked; ValueError names
+    the first bad line."""
+    if len(data) > state["batch_max_bytes"]:
+        raise ValueError(f"the file is {len(data)} bytes; at most "
+                         f"{state['batch_max_bytes']} are allowed; split it")
+    try:
+        lines = data.decode("utf-8").split("\n")
+    except UnicodeDecodeError:
+        raise ValueError("the file is not UTF-8 text") from None
+    if lines[-1] == "":  # the last line's own newline
+        lines.pop()
+    if not lines:
+        raise ValueError("the file holds no requests")
+    if len(lines) > state["batch_max_lines"]:
+        raise ValueError(f"the file has {len(lines)} lines; at most "
+                         f"{state['batch_max_lines']} are allowed; split it")
+    seen = set()
+    for number, line in enumerate(lines, 1):
+        problem = line_problem(line, seen)
+        if problem:
+            raise ValueError(f"line {number} {problem}")
+    return [json.loads(line) for line in lines]
+
+
+def upload_file(state, content_type, raw):
+    """POST /v1/files: a batch input file, kept only if every line is valid."""
+    try:
+        fields = form_fields(content_type, raw)
+    except ValueError as exc:
+        return error(400, str(exc), kind="invalid_request")
+    if any(name.startswith("expires_after") for name in fields):
+        return error(400, "expires_after is not supported: batch files expire after 30 days",
+                     kind="invalid_request")
+    unknown = unknown_field(fields, {"file", "purpose"})
+    if unknown:
+        return error(400, f'unknown form field "{unknown}"', kind="invalid_request")
+    purpose = fields.get("purpose", (None, b""))[1]
+    if purpose != b"batch":
+        return error(400, 'purpose must be "batch"', kind="invalid_request")
+    if "file" not in fields:
+        return error(400, "no file given", kind="invalid_request")
+    filename, data = fields["file"]
+    try:
+        batch_requests(state, data)
+    except ValueError as exc:
+        return error(400, f"invalid batch file: {exc}", kind="invalid_request")
+    return 200, [], store_file(state, filename or "upload", "batch", data)
+
+
+def file_request(state, method, parts):
+    """GET /v1/files/{id}, GET /v1/files/{id}/content, DELETE /v1/files/{id}."""
+    kept = state["files"].get(parts[1])
+    if kept is None:
+        return error(404, f"file {parts[1]} not found", kind="not_found")
+    if method == "DELETE":
+        del state["files"][parts[1]]
+        return 200, [], {"id": parts[1], "object": "file", "deleted": True}
+    if len(parts) == 3:
+        return 200, [("Content-Type", "application/octet-stream")], kept["bytes"]
+    return 200, [], kept["meta"]
+
+
+def create_batch(state, idempotency_key, raw):
+    """POST /v1/batches. An unknown input file is a 404, as for any unknown id;
+    a repeat with an Idempotency-Key already seen returns that batch as it is now."""
+    if idempotency_key and idempotency_key in state["batch_keys"]:
+        return 200, [], public(state["batches"][state["batch_keys"][idempotency_key]])
+    try:
+        body = json.loads(raw or b"null")
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        return error(400, "the request body must be a JSON object", kind="invalid_request")
+    if "output_expires_after" in body:
+        return error(400, "output_expires_after is not supported: output and error files "
+                     "are kept 30 days", kind="invalid_request")
+    unknown = unknown_field(body, BATCH_CREATE_FIELDS)
+    if unknown:
+        return error(400, f'invalid request body: json: unknown field "{unknown}"',
+                     kind="invalid_request")
+    if body.get("endpoint") != BATCH_ENDPOINT:
+        return error(400, f'endpoint must be "{BATCH_ENDPOINT}"', kind="invalid_request")
+    if body.get("completion_window", BATCH_WINDOW) != BATCH_WINDOW:
+        return error(400, f'completion_window must be "{BATCH_WINDOW}"', kind="invalid_request")
+    metadata = body.get("metadata")
+    if metadata is not None and not (isinstance(metadata, dict) and all(
+            isinstance(value, str) for value in metadata.values())):
+        return error(400, "metadata must map names to strings", kind="invalid_request")
+    kept = state["files"].get(body.get("input_file_id"))
+    if kept is None:
+        return error(404, f"file {body.get('input_file_id')} not found", kind="not_found")
+    if kept["meta"]["purpose"] != "batch":
+        return error(400, f"file {kept['meta']['id']} is not a batch input file",
+                     kind="invalid_request")
+    created = int(time.time())
+    batch = {"id": new_id(state, "batch"), "object": "batch", "endpoint": BATCH_ENDPOINT,
+             "input_file_id": kept["meta"]["id"], "completion_window": BATCH_WINDOW,
+             "created_at": created, "status": "validating",
+             "request_counts": {"total": 0, "completed": 0, "failed": 0},
+             "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0,
+                       "input_tokens_details": {"cached_tokens": 0},
+                       "output_tokens_details": {"reasoning_tokens": 0}},
+             "output_file_id": None, "error_file_id": None, "errors": None,
+             "metadata": metadata, "expires_at": created + BATCH_WINDOW_SECONDS,
+             **{f"{stage}_at": None for stage in BATCH_STAGES},
+             "_requests": batch_requests(state, kept["bytes"]), "_answers": []}
+    state["batches"][batch["id"]] = batch
+    if idempotency_key:
+        state["batch_keys"][idempotency_key] = batch["id"]
+    if state["batch_lose_creates"] > 0:  # made, but the answer never reaches the client
+        state["batch_lose_creates"] -= 1
+        return error(500, "simulated: the batch was created but this answer was lost",
+                     kind="server_error")
+    return 200, [], public(batch)
+
+
+def public(batch):
+    """A batch as the API returns it: without the simulation's own fields."""
+    return {key: value for key, value in batch.items() if not key.startswith("_")}
+
+
+def advance(state, batch):
+    """One poll's progress: validating -> in_progress -> finalizing -> completed
+    (or failed, expired, cancelling -> cancelled, by batch_outcome); rows run
+    while in_progress, up to batch_rows_per_poll each poll."""
+    now, outcome, requests = int(time.time()), state["batch_outcome"], batch["_requests"]
+    status = batch["status"]
+    if status == "validating" and outcome == "failed":
+        batch.update(status="failed", failed_at=now, errors={"object": "list", "data": [
+            {"code": "invalid_batch", "line": None,
+             "message": "simulated: the batch failed validation (batch_outcome=failed)"}]})
+    elif status == "validating":
+        batch.update(status="in_progress", in_progress_at=now)
+        batch["request_counts"]["total"] = len(requests)
+    elif status == "in_progress":
+        hold = state["batch_hold"]
+        if hold is not None and not hold.is_set():
+            return
+        # An expired or cancelled outcome stops with half the rows answered.
+        stop = len(requests) // 2 if outcome in ("expired", "cancelled") else len(requests)
+        step = state["batch_rows_per_poll"]
+        end = stop if step is None else min(stop, len(batch["_answers"]) + step)
+        for request in requests[len(batch["_answers"]):end]:
+            batch["_answers"].append(run_row(state, batch, request))
+        if len(batch["_answers"]) < stop:
+            return
+        if outcome == "expired":
+            finish(state, batch, "expired", now)
+        elif outcome == "cancelled":
+            batch.update(status="cancelling", cancelling_at=now)
+        else:
+            batch.update(status="finalizing", finalizing_at=now)
+    elif status == "finalizing":
+        finish(state, batch, "completed", now)
+    elif status == "cancelling":
+        finish(state, batch, "cancelled", now)
+
+
+def run_row(state, batch, request):
+    """Answer one batch request as a direct POST would be; its output line."""
+    body = request["body"]
+    state["batch_requests"].append(body)
+    number = len(state["requests"]) + len(state["batch_requests"])  # ids unique across both
+    if request["custom_id"] in state["batch_fail_ids"]:
+        status, _, answer_body = error(500, "simulated: this request failed inside the batch",
+                                       kind="server_error")
+    else:
+        status, _, answer_body = foreground_answer(state, number, body)
+    counts = batch["request_counts"]
+    counts["completed" if status == 200 else "failed"] += 1
+    if status == 200:
+        add_usage(batch["usage"], answer_body["usage"])
+    return {"id": new_id(state, "batch_req"), "custom_id": request["custom_id"],
+            "response": {"status_code": status, "request_id": new_id(state, "req"),
+                         "body": answer_body},
+            "error": None}
+
+
+def add_usage(total, usage):
+    for name in ("input_tokens", "output_tokens", "total_tokens"):
+        total[name] += usage.get(name, 0)
+    total["input_tokens_details"]["cached_tokens"] += (
+        usage.get("input_tokens_details") or {}).get("cached_tokens", 0)
+    total["output_tokens_details"]["reasoning_tokens"] += (
+        usage.get("output_tokens_details") or {}).get("reasoning_tokens", 0)
+
+
+def finish(state, batch, status, now):
+    """End a batch: its output file (rows answered 200) and, when any row
+    failed or never ran, its error file; lines in another order than the input's."""
+    answers = batch["_answers"]
+    never_ran = [{"id": new_id(state, "batch_req"), "custom_id": request["custom_id"],
+                  "response": None,
+                  "error": {"code": f"batch_{status}",
+                            "message": f"the batch was {status} before this request ran"}}
+                 for request in batch["_requests"][len(answers):]]
+    output = [line for line in answers if line["response"]["status_code"] == 200]
+    errors = [line for line in answers if line["response"]["status_code"] != 200] + never_ran
+    for kind, lines in (("output", output), ("error", errors)):
+        if lines:
+            data = b"".join(json.dumps(line).encode() + b"\n" for line in shuffled(lines))
+            batch[f"{kind}_file_id"] = store_file(
+                state, f"{batch['id']}_{kind}.jsonl", "batch_output", data)["id"]
+    batch["request_counts"]["total"] = len(batch["_requests"])
+    batch.update({"status": status, f"{status}_at": now})
+
+
+def shuffled(lines):
+    """The same lines in a fixed order that is never the given one (from two lines up)."""
+    order = list(lines)
+    random.Random(OUTPUT_ORDER_SEED).shuffle(order)
+    return order[::-1] if order == lines else order
+
+
+def cancel_batch(state, batch_id):
+    """POST /v1/batches/{id}/cancel: cancelling now, cancelled at the next poll."""
+    batch = state["batches"].get(batch_id)
+    if batch is None:
+        return error(404, f"batch {batch_id} not found", kind="not_found")
+    if batch["status"] in BATCH_FINAL:
+        return error(400, f"batch {batch_id} is already {batch['status']}; only a batch "
+                     "still running can be cancelled", kind="invalid_request")
+    if batch["status"] != "cancelling":
+        batch.update(status="cancelling", cancelling_at=int(time.time()))
+    return 200, [], public(batch)
+
+
 def wait_until_ready(state, ready_at):
     """Sleep until an answer is ready, and until the test holding answers lets go."""
+    if ready_at is None:
+        return
     time.sleep(max(0.0, ready_at - time.monotonic()))
     if state["hold"] is not None:
         state["hold"].wait(60)
@@ -311,6 +737,8 @@ def mock_transport(state):
         if isinstance(body, Events):
             return httpx.Response(status, headers=headers, content=sse(
                 body.first + ([] if body.cut else body.rest)))
+        if isinstance(body, bytes):  # a file's content, its type among the headers
+            return httpx.Response(status, headers=headers, content=body)
         # json.dumps as the HTTP server sends it: a NaN goes out as the live API might.
         return httpx.Response(status, headers=[*headers, ("Content-Type", "application/json")],
                               content=json.dumps(body).encode())
@@ -370,6 +798,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         self.answer(b"")
 
+    do_DELETE = do_POST
+
     def answer(self, raw_body):
         url = urllib.parse.urlsplit(self.path)
         status, headers, body, ready_at = respond(
@@ -389,11 +819,14 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(sse(body.rest))
                 return
             wait_until_ready(self.server.state, ready_at)
-            data = json.dumps(body).encode()
+            if isinstance(body, bytes):  # a file's content, its type among the headers
+                data = body
+            else:
+                data = json.dumps(body).encode()
+                headers = [*headers, ("Content-Type", "application/json")]
             self.send_response(status)
             for name, value in headers:
                 self.send_header(name, value)
-            self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
