@@ -48,6 +48,7 @@ rows answered (a row that never ran is in neither count); usage sums the rows
 answered 200. It never listens on anything but loopback.
 
     python simulated_api.py --port 8765 --cases examples/cases.json   # until Ctrl+C
+    python simulated_api.py --batch-rows-per-poll 2 --batch-outcome expired
     PERPLEXITY_BASE_URL=http://127.0.0.1:8765 PERPLEXITY_API_KEY=x python regression.py
 
 It never imports the runner: whoever starts it passes the cases it
@@ -852,6 +853,17 @@ def start(cases, unsafe_models=("offline/hasty",), port=0):
     return server
 
 
+def positive_int(text):
+    """argparse type: a whole number from 1 up."""
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 up, got {text!r}")
+    return number
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8765, help="loopback port (default: 8765)")
@@ -865,6 +877,11 @@ def main(argv=None):
     parser.add_argument("--legacy-chat", action="store_true",
                         help="answer /chat/completions as before the Sonar retirement "
                         "(default: HTTP 403, as the live API does today)")
+    parser.add_argument("--batch-rows-per-poll", type=positive_int, metavar="N",
+                        help="rows a batch answers per poll while in progress "
+                        "(default: all of them at the first)")
+    parser.add_argument("--batch-outcome", choices=BATCH_OUTCOMES, default="completed",
+                        help="how every batch ends (default: completed)")
     args = parser.parse_args(argv)
     try:
         with open(args.cases, encoding="utf-8") as handle:
@@ -872,8 +889,11 @@ def main(argv=None):
     except (OSError, ValueError) as exc:
         parser.error(f"--cases: {exc}; give a JSON file of cases like examples/cases.json")
     server = start(cases, unsafe_models=args.unsafe, port=args.port)
-    server.state.update(latency=args.latency, legacy_chat=args.legacy_chat)
-    print(f"simulated Agent API on {server.url} (Ctrl+C to stop)")
+    server.state.update(latency=args.latency, legacy_chat=args.legacy_chat,
+                        batch_rows_per_poll=args.batch_rows_per_poll,
+                        batch_outcome=args.batch_outcome)
+    # Flushed: whoever started it may be waiting on this line through a pipe.
+    print(f"simulated Agent API on {server.url} (Ctrl+C to stop)", flush=True)
     try:
         while True:
             time.sleep(3600)
