@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROCESS_TESTS := test_hardening  # each in a process of its own, beside the rest
 IN_PROCESS := test_regression test_record test_compare_runs test_reports test_evidence_page \
-	test_sending test_signals test_simulated_api
+	test_sending test_signals test_simulated_api test_batch
 FAST := $(IN_PROCESS)
 
 .PHONY: test test-fast demo bench clean

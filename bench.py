@@ -255,11 +255,93 @@ def page_table():
         shutil.rmtree(folder)
 
 
+def measured(command, env):
+    """(exit code, wall seconds, peak resident MiB) of one command run to its end."""
+    started = time.perf_counter()
+    child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - started
+    child.returncode = os.waitstatus_to_exitcode(status)
+    error = child.stderr.read()
+    child.stderr.close()
+    return child.returncode, wall, usage.ru_maxrss / 1024, error
+
+
+def many_cases(count):
+    """count cases like the built-in ones, each with its own id and question."""
+    return [{**case, "id": f"{case['id']}-{number}",
+             "question": f"{case['question']}\n(incident {number})"}
+            for number in range(count // len(regression.CASES))
+            for case in regression.CASES]
+
+
+def batch_table():
+    """A --batch run against a simulated API in its own process, small and 10,000
+    rows, then a regrade of the large record with --html."""
+    from testing import CHROMIUM, dump_dom
+
+    folder = tempfile.mkdtemp()
+    try:
+        cases_path = os.path.join(folder, "cases.json")
+        with open(cases_path, "w", encoding="utf-8") as handle:
+            json.dump(many_cases(500), handle)
+        server = subprocess.Popen([sys.executable, os.path.join(HERE, "simulated_api.py"),
+                                   "--port", "0", "--cases", cases_path, "--unsafe"],
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            url = server.stdout.readline().split(" on ", 1)[1].split()[0]
+            env = {**{k: v for k, v in os.environ.items() if not k.startswith("PERPLEXITY_")},
+                   "PERPLEXITY_API_KEY": "pplx-bench-key-0123456789", "PERPLEXITY_BASE_URL": url,
+                   "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+            runner = [sys.executable, os.path.join(HERE, "regression.py"), "--batch",
+                      "--models", "bench/a", "bench/b", "--cases", cases_path]
+            small_cases = os.path.join(folder, "small-cases.json")
+            with open(small_cases, "w", encoding="utf-8") as handle:
+                json.dump(many_cases(4), handle)
+            print("--batch against a simulated API in another process (peak: the runner's "
+                  "resident memory)")
+            print(f"{'rows':>7} {'wall s':>7} {'peak MiB':>9} {'record MB':>10}")
+            rows = {}
+            for name, cases, repeats in (("small", small_cases, 1), ("large", cases_path, 10)):
+                out = os.path.join(folder, f"{name}.json")
+                command = [*runner[:-1], cases, "--repeats", str(repeats), "--out", out]
+                code, wall, peak, error = measured(command, env)
+                assert code == 0, f"the {name} batch run exited {code}: {error[-500:]}"
+                rows[name] = peak
+                count = len(record_of(out)["runs"])
+                print(f"{count:>7,} {wall:>7.1f} {peak:>9.0f} {os.path.getsize(out) / 1e6:>10.1f}")
+            print(f"  peak at 10,000 rows / peak at 8 rows: {rows['large'] / rows['small']:.2f}x")
+        finally:
+            server.terminate()
+            server.wait()
+        page = os.path.join(folder, "regraded.html")
+        command = [sys.executable, os.path.join(HERE, "regression.py"), "--regrade",
+                   os.path.join(folder, "large.json"), "--out",
+                   os.path.join(folder, "regraded.json"), "--html", page]
+        code, wall, peak, error = measured(command, env)
+        assert code == 0, f"the regrade exited {code}: {error[-500:]}"
+        print(f"Regrade of the 10,000-row record with --html: {wall:.1f} s, peak "
+              f"{peak:.0f} MiB, page {os.path.getsize(page) / 1e6:.1f} MB", end="")
+        if CHROMIUM:
+            started = time.perf_counter()
+            dump_dom(page, os.path.join(folder, "profile"))
+            print(f", opened by headless Chromium in {time.perf_counter() - started:.1f} s")
+        else:
+            print("; Chromium is not installed")
+    finally:
+        shutil.rmtree(folder)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=50, metavar="N",
                         help="kill -9 trials in table 4 (default: 50)")
+    parser.add_argument("--only", choices=["batch"], help="print only this table")
     args = parser.parse_args(argv)
+    if args.only == "batch":
+        batch_table()
+        return 0
     print("Local overhead per row (zero latency, ~10 KB responses)")
     print(f"{'rows':>6} {'ms/row':>8} {'vs 24 rows':>10} {'record MB':>10}")
     baseline = None
@@ -291,6 +373,8 @@ def main(argv=None):
     cancellation_table()
     print()
     page_table()
+    print()
+    batch_table()
     return 0
 
 

@@ -310,14 +310,59 @@ def validate_pending(record, plan, finished):
             raise ValueError(f"pending receipt {str(key)[:20]!r} is not a place in its plan")
         repeat, case, model = plan[index]
         if (entry.get("model"), entry.get("case_id"), entry.get("repeat")) != (
-                model, case["id"], repeat) or not (entry.get("id") is None or (
-                    isinstance(entry["id"], str) and 0 < len(entry["id"]) <= MAX_NAME
-                    and entry["id"].isprintable() and "/" not in entry["id"])):
+                model, case["id"], repeat) or not (entry.get("id") is None
+                                                   or saved_id(entry["id"])):
             raise ValueError(f"pending receipt {index} does not match its planned request")
         if index not in finished:
             receipts[index] = {"id": entry["id"], "model": model, "case_id": case["id"],
                                "repeat": repeat}
     return receipts
+
+
+def saved_id(value):
+    """Whether value can be an id the API gave (a file, a batch, a response)."""
+    return (isinstance(value, str) and 0 < len(value) <= MAX_NAME and value.isprintable()
+            and "/" not in value)
+
+
+def validate_batch(record, planned):
+    """A --batch record's steps: {"parts": [...]} (see batching.py), None for a
+    record sent request by request, or ValueError. planned: rows in the plan."""
+    if "batch" not in record:
+        return None
+    batch = record["batch"]
+    parts = batch.get("parts") if isinstance(batch, dict) else None
+    if not isinstance(parts, list):
+        raise ValueError("its batch has no parts list")
+    kept, stop = [], 0
+    for number_, part in enumerate(parts, 1):
+        where = f"batch part {number_}"
+        if not isinstance(part, dict):
+            raise ValueError(f"{where} is not an object")
+        start, end = part.get("start"), part.get("stop")
+        if not (type(start) is int and type(end) is int and stop <= start < end <= planned):
+            raise ValueError(f"{where} is not a range of its plan after the part before it")
+        for name in ("input_file_id", "batch_id"):
+            if part.get(name) is not None and not saved_id(part[name]):
+                raise ValueError(f"{where} has {name} that is not an id")
+        if part.get("batch_id") is not None and part.get("input_file_id") is None:
+            raise ValueError(f"{where} has a batch_id but no input_file_id")
+        if not isinstance(part.get("collected"), bool) or (
+                part["collected"] and part.get("batch_id") is None):
+            raise ValueError(f"{where} has collected that is not true or false, or is "
+                             "collected with no batch_id")
+        status = part.get("status")
+        counts = part.get("counts", {})
+        kept.append({"start": start, "stop": end, "input_file_id": part.get("input_file_id"),
+                     "batch_id": part.get("batch_id"),
+                     "status": status if isinstance(status, str) and status.isprintable()
+                     and len(status) <= MAX_NAME else None,
+                     "collected": part["collected"],
+                     "counts": {name: value for name, value in counts.items()
+                                if name in ("total", "completed", "failed")
+                                and type(value) is int} if isinstance(counts, dict) else {}})
+        stop = end
+    return {"parts": kept}
 
 
 def shown_reasons(saved, judged):
@@ -503,7 +548,10 @@ class RecordFile:
         self.size = 0  # bytes of the record at its last save
         self.head = ("{\n" + ",\n".join(f"{dumps(k)}: {dumps(v)}" for k, v in head.items())
                      + ',\n"runs": [').encode()
-        self.prefix = []  # serialised rows 0..n-1, each with its separator (b"": skipped)
+        # Serialised rows 0..n-1, each with its separator (b"": skipped); once both
+        # slots hold a row it is dropped here (None): memory stays one save's worth.
+        self.prefix = []
+        self.freed = 0  # rows of prefix dropped
         self.pending = {}  # plan index -> serialised row (None: skipped), out of order
         self.rows = 0  # rows in prefix: the next one needs a separator
         self.slots = []  # [{"path", "fd", "rows", "offset"}]
@@ -582,6 +630,10 @@ class RecordFile:
         self.link_over(slot["path"])
         self.live = target  # from here on, never write this slot in place
         sync_folder(self.path)
+        if len(self.slots) == 2:
+            written = min(slot["rows"] for slot in self.slots)
+            self.prefix[self.freed:written] = [None] * (written - self.freed)
+            self.freed = max(self.freed, written)
 
     def close(self):
         """Drop the slot files and the lock; the path keeps the last save."""

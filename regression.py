@@ -60,7 +60,7 @@ from decimal import Decimal, InvalidOperation
 
 try:
     import httpx
-    from perplexity import Perplexity, Stream
+    from perplexity import APIError, Perplexity, Stream
 except ModuleNotFoundError as missing:
     # A command that works whatever python3 is: a system Python may refuse pip
     # (externally managed), a virtual environment never does.
@@ -75,6 +75,7 @@ except ModuleNotFoundError as missing:
           f"{shlex.quote(os.path.join(home, 'regression.py'))}", file=sys.stderr)
     raise SystemExit(2) from None
 
+import batching
 import record
 import reports
 # What is asked and how answers are judged live in checker.py (pure, no SDK),
@@ -112,6 +113,8 @@ DEMO_KEY = "offline-demo-key"  # the simulated API accepts any key
 REPORTS = ("junit", "summary_md", "html")  # report options, kept in the record's execution
 MAX_RESPONSE_CHARS = 16 << 20  # one saved response; a JSON answer with receipts is ~20 KB
 RESPONSE_HEAD_CHARS = 4096  # of a response too large to keep, what the record keeps
+BATCH_SAVE_ROWS = 500  # collected rows between saves: a batch's files stay 30 days, so a
+                       # crash mid-collection costs a download again, never an answer
 UNFINISHED = ("queued", "in_progress")  # a background response still running: wait for it
 SONAR_RETIRED_KINDS = ("agent_api_migration_required", "chat_completions_not_available")
 SONAR_RETIRED = ("the Sonar chat-completions API was retired on 2026-09-27 (HTTP 403); "
@@ -187,8 +190,9 @@ def row_line(row):
     if named and not same_model(row["model"], named):
         verdict += f" (answered by {named})"
     cost = "cost unknown" if row["cost_usd"] is None else f"${row['cost_usd']}"
+    took = "(batch)" if row["seconds"] is None else f"{row['seconds']}s"  # timed by the API
     return reports.visible(f"repeat {row['repeat']} {row['model']} {row['case_id']} "
-                           f"{verdict} {cost} {row['seconds']}s")
+                           f"{verdict} {cost} {took}")
 
 
 def status_error(response):
@@ -215,6 +219,14 @@ def too_large(row, size):
             "error_message": (f"the response is {size:,} characters, more than the "
                               f"{MAX_RESPONSE_CHARS >> 20} Mi a record keeps of one answer; "
                               "its id, size and first characters are kept")}
+
+
+def agent_request(case, model, instructions=INSTRUCTIONS):
+    """The Agent API request for one case, as a plain request and a batch line
+    send it; the expected answer is never sent."""
+    return {"model": model, "instructions": instructions, "input": case["question"],
+            "tools": [TOOL], "response_format": FORMAT, "max_steps": MAX_STEPS,
+            "max_output_tokens": MAX_OUTPUT_TOKENS}
 
 
 def resume_problem(saved, config, code_hash, sdk):
@@ -321,13 +333,7 @@ def run_one(client, case, model, instructions=INSTRUCTIONS, background=False, re
                 response = client.responses.retrieve(receipt)
             else:
                 response = client.responses.create(
-                    model=model,
-                    instructions=instructions,
-                    input=case["question"],
-                    tools=[TOOL],
-                    response_format=FORMAT,
-                    max_steps=MAX_STEPS,
-                    max_output_tokens=MAX_OUTPUT_TOKENS,
+                    **agent_request(case, model, instructions),
                     **({"background": True, "stream": True} if background else {}),
                 )
             if isinstance(response, Stream):  # a plain SDK client hands back the stream
@@ -338,10 +344,7 @@ def run_one(client, case, model, instructions=INSTRUCTIONS, background=False, re
             # the SDK's output_text when the response has no message item.
             text = answer_text(model, row["response"])
             row["answer_text"] = getattr(response, "output_text", "") if text is None else text
-        seen = answer_seen(model, row["response"])
-        row["cost_usd"] = reported_cost(seen)
-        row["reasons"] = check(case, seen, row["answer_text"]) + receipt_reasons(
-            model, row["response"])
+        judge(row, case, model)
     except Exception as exc:  # noqa: BLE001 - every failure becomes evidence
         status = getattr(exc, "status_code", None)
         row["error"] = type(exc).__name__
@@ -350,6 +353,14 @@ def run_one(client, case, model, instructions=INSTRUCTIONS, background=False, re
     row["seconds"] = round(time.monotonic() - started, 3)
     row["passed"] = not row["reasons"]
     return row
+
+
+def judge(row, case, model):
+    """The row's cost and reasons from its saved response and answer text."""
+    seen = answer_seen(model, row["response"])
+    row["cost_usd"] = reported_cost(seen)
+    row["reasons"] = check(case, seen, row["answer_text"]) + receipt_reasons(
+        model, row["response"])
 
 
 def finished(client, result, on_receipt=None):
@@ -419,10 +430,7 @@ def fetched(client, response_id):
 
 def send_one(client, index, entry, *, execution, secrets, instructions, pause, receipts):
     """The whole row of one planned request: sent (or fetched by the id an
-    earlier process saved), checked, counted and redacted.
-
-    The row is made clean here, once: every view (record, console, JUnit,
-    Markdown, HTML) reads this same row.
+    earlier process saved), checked, counted and redacted (settled).
     """
     repeat, case, model = entry
     saved_id = receipts.saved_id(index)
@@ -443,24 +451,33 @@ def send_one(client, index, entry, *, execution, secrets, instructions, pause, r
     if saved_id is None:
         receipts.sending(index, entry)
         row = run_one(sender, case, model, instructions, background)
-    row = {"repeat": repeat, **row}
-    row["answered_model"] = answered_model(row["response"])  # the router's receipt
     message = sender.error_message
-    failed = status_error(row["response"]) if not row["error"] else None
-    if failed is not None:  # HTTP 200, but the agent run gave no answer: no verdict
-        row.update(error=failed[0], reasons=["execution_error"], passed=False)
-        message = redact(failed[1], secrets)[:MESSAGE_LIMIT]
-    elif retired(row, sender, model):
+    if retired(row, sender, model):
         row["error"] = "SonarRetired"
         message = SONAR_RETIRED
     elif row["error"] and message is None:
         message = ("the API answered, but its answer could not be read as a JSON object "
                    "(not an object, or nested too deeply)" if row["response"] is None
                    and sender.answered else f"{row['error']} raised while checking the answer")
-    row.update(attempts=sender.attempts, waited_seconds=round(sender.waited_seconds, 3),
-               error_message=message if row["error"] else None)
+    row.update(attempts=sender.attempts, waited_seconds=round(sender.waited_seconds, 3))
     if recovered is not None:
         row["recovered"] = recovered
+    return settled({"repeat": repeat, **row}, message, secrets)
+
+
+def settled(row, message, secrets):
+    """A row as it is kept: its receipt named, an unanswered agent run made an
+    execution error, the key redacted, and a response too large cut to its head.
+
+    Every row is made here, once: every view (record, console, JUnit,
+    Markdown, HTML) reads this same row.
+    """
+    row["answered_model"] = answered_model(row["response"])  # the router's receipt
+    failed = status_error(row["response"]) if not row["error"] else None
+    if failed is not None:  # HTTP 200, but the agent run gave no answer: no verdict
+        row.update(error=failed[0], reasons=["execution_error"], passed=False)
+        message = redact(failed[1], secrets)[:MESSAGE_LIMIT]
+    row["error_message"] = message if row["error"] else None
     row = clean(row, secret_patterns(secrets))
     size = len(record.dumps(row["response"])) if row["response"] is not None else 0
     if size > MAX_RESPONSE_CHARS:  # a record must stay small enough for its own readers
@@ -473,6 +490,153 @@ def retired(row, sender, model):
     return (model.startswith(CHAT_PREFIX) and row["error_status"] == 403
             and (sender.error_kind in SONAR_RETIRED_KINDS
                  or "Sonar is now the Agent API" in (sender.error_message or "")))
+
+
+def batch_row(run, index, line, batch):
+    """The row of plan index from its line of a batch's output or error file
+    (None: the batch ended without it), judged like a direct answer."""
+    repeat, case, model = run.entries[index]
+    row = {"repeat": repeat, "case_id": case["id"], "model": model, "error": None,
+           "error_status": None, "cost_usd": None, "response": None, "answer_text": None,
+           "reasons": [], "seconds": None, "passed": False}
+    answer = line.get("response") if isinstance(line, dict) else None
+    answer = answer if isinstance(answer, dict) else {}
+    status, body = answer.get("status_code"), answer.get("body")
+    message = None
+    if status == 200 and isinstance(body, dict):
+        row["response"] = body
+        try:
+            text = answer_text(model, body)
+            row["answer_text"] = "" if text is None else text
+            judge(row, case, model)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes evidence
+            row.update(error=type(exc).__name__, reasons=["execution_error"])
+            message = f"{row['error']} raised while checking the answer"
+    else:
+        error = (body or {}).get("error") if isinstance(body, dict) else None
+        error = error or (line.get("error") if isinstance(line, dict) else None)
+        text = error.get("message") if isinstance(error, dict) else None
+        if type(status) is not int:  # never run: the batch ended first
+            row["error"] = batching.ENDED_WITHOUT.get(batch["status"], "BatchRowMissing")
+            text = (f"batch {batch['id']} ended {batch['status']} without an answer for "
+                    f"this row{': ' + str(text) if text else ''}")
+        else:
+            row["error"] = "BatchRequestFailed"
+            row["error_status"] = status if type(status) is int else None
+        row["reasons"] = ["execution_error"]
+        message = redact(str(text or "the batch answered this row with an error"),
+                         run.secrets)[:MESSAGE_LIMIT]
+    row["passed"] = not row["reasons"]
+    row["batch"] = {"id": batch["id"], "custom_id": batching.custom_id(index),
+                    "request_id": answer.get("request_id")}
+    return settled(row, message, run.secrets)
+
+
+def run_batch(run, client, plan, saved, started):
+    """Submit what is not submitted yet, wait, and collect each batch as it ends.
+
+    Every step is saved in the record before the next, so --resume carries on
+    where a stop left off and never submits a part twice. Raises ValueError
+    (the record saved) when the Batch API refuses a step.
+    """
+    parts = run.batch["parts"]
+    if not parts:  # planned once, from what is still to do, and saved before any upload
+        sizes = ((index, len(batch_line(run, index))) for index, _ in run.todo())
+        parts.extend(batching.parts_of(sizes))
+        run.checkpoint()
+    resume = command_hint("--resume", run.out)
+    later = ("it ends with the demo" if run.demo else  # a demo record is never resumed
+             f"{run.out} keeps its ids: collect it later with: {resume}")
+    for part in parts:
+        if part["collected"]:
+            continue
+        try:
+            if part["input_file_id"] is None:
+                data = b"".join(map(functools.partial(batch_line, run),
+                                    range(part["start"], part["stop"])))
+                part["input_file_id"] = batching.upload(client, data)
+                del data
+                run.checkpoint()
+            if part["batch_id"] is None:
+                key = batching.idempotency_key(run.head["created_at"], part)
+                part["batch_id"] = batching.create(client, part["input_file_id"], key)["id"]
+                run.checkpoint()
+        except (APIError, httpx.HTTPError) as exc:
+            raise ValueError(f"the Batch API refused or failed a step "
+                             f"({api_failure(exc, run.secrets)}); the record {run.out} "
+                             f"keeps every step done; carry on with: {resume}") from None
+    total = sum(part["stop"] - part["start"] for part in parts)
+    print(f"{total} rows in {len(parts)} batch{'es' if len(parts) > 1 else ''} of the "
+          f"Batch API ({', '.join(part['batch_id'] for part in parts)}); waiting for the "
+          f"answers (within 24 h). Ctrl+C stops the wait, not the batch.", flush=True)
+    plan.note = f"Stopping the wait; the batch runs on, and {later}"
+    delay, failures, shown = batching.FIRST_POLL_SECONDS, 0, None
+    while not plan.stopped:
+        for part in parts:
+            if part["collected"]:
+                continue
+            try:
+                batch = batching.retrieve(client, part["batch_id"])
+            except (APIError, httpx.HTTPError) as exc:
+                failures += 1
+                if failures > batching.POLL_FAILURES:
+                    raise ValueError(f"cannot reach the Batch API "
+                                     f"({api_failure(exc, run.secrets)}); the batch runs on: "
+                                     f"collect it with: {resume}") from None
+                continue
+            failures = 0
+            counts = batch.get("request_counts")
+            part["status"] = batch.get("status")
+            part["counts"] = {name: counts.get(name) for name in ("total", "completed", "failed")
+                              if type(counts.get(name)) is int} if isinstance(counts, dict) else {}
+            if part["status"] in batching.TERMINAL:
+                collect(run, client, plan, saved, part, batch, started)
+        line = batching.counts_line(parts, total, time.monotonic() - started)
+        if all(part["collected"] for part in parts):
+            break
+        if line.split(" (")[0] != shown:
+            shown = line.split(" (")[0]
+            say(run, plan, line)
+        plan.pause.stopped.wait(delay)  # a signal sets it: the wait ends at once
+        delay = min(delay * 2, batching.MAX_POLL_SECONDS)
+    failed = sum(1 for index, row in run.rows.items() if row["error"] and "batch" in row)
+    if failed and all(part["collected"] for part in parts):
+        warn(f"{failed} row{'s' if failed > 1 else ''} came back from the batch without an "
+             "answer (execution errors, no verdict); "
+             + ("run the demo again" if run.demo else f"send them directly with: {resume}"))
+
+
+def collect(run, client, plan, saved, part, batch, started):
+    """The rows of an ended batch, made in the saved order from its files."""
+    with contextlib.ExitStack() as files:
+        found = []
+        for name in ("output_file_id", "error_file_id"):  # an answer beats an error line
+            if isinstance(batch.get(name), str):
+                handle = files.enter_context(batching.download(client, batch[name]))
+                found.append((handle, batching.line_places(handle)))
+        for index in range(part["start"], part["stop"]):
+            if index in run.rows:  # kept by a collection that a crash cut short
+                continue
+            line = next((batching.line_at(handle, places[index])
+                         for handle, places in found if index in places), None)
+            take_row(run, plan, saved, index, batch_row(run, index, line, batch), started,
+                     save=(index + 1 - part["start"]) % BATCH_SAVE_ROWS == 0)
+    part["collected"] = True
+    run.summary = run.tally.summary()
+    run.checkpoint()
+
+
+def batch_line(run, index):
+    repeat, case, model = run.entries[index]
+    return batching.input_line(index, agent_request(case, model, run.instructions))
+
+
+def api_failure(exc, secrets):
+    """One redacted line for an error of the files or batches endpoints."""
+    status = getattr(exc, "status_code", None)
+    text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    return redact(f"{'HTTP ' + str(status) + ': ' if status else ''}{text}",
+                  secrets)[:MESSAGE_LIMIT]
 
 
 def code_sha256():
@@ -639,6 +803,10 @@ OPTIONS = [  # flag, argparse keywords; help says what it does and its default
                           "and wait for its answer, instead of in background mode with its id "
                           "saved first (for organizations where background mode is not "
                           "available, e.g. with zero data retention)")),
+    ("--batch", dict(action="store_const", const=True, help="send every row as one job of "
+                     "the Batch API (answers within 24 h, outside the request rate limit) and "
+                     "wait for it; a stopped wait is collected with --resume, which never "
+                     "submits again")),
     ("--max-cost", dict(type=money, metavar="USD", help="start no new request once the "
                         "run's reported cost reaches USD (the run is then incomplete: exit 2)")),
     ("--junit", dict(metavar="FILE", help="also write a JUnit XML report (replaces an "
@@ -693,6 +861,17 @@ def parse_args(argv):
         if args.max_repeats is not None and args.max_repeats < needed:
             parser.error(f"--max-repeats {args.max_repeats} is below the {needed} passes in "
                          f"a row that --prove {args.prove} needs; give at least {needed}")
+    if args.batch:
+        chat = sorted(model for model in args.models or () if model.startswith(CHAT_PREFIX))
+        for clash, why in ((chat and chat[0], "the Batch API runs Agent API requests only"),
+                           (args.foreground and "--foreground", "a batch is never sent "
+                            "plainly; drop --foreground"),
+                           (args.prove and "--prove", "proof sends one repeat at a time; "
+                            "drop --batch"),
+                           (args.max_cost and "--max-cost", "a batch runs all its rows once "
+                            "submitted, so no budget can stop it; drop --max-cost")):
+            if clash:
+                parser.error(f"--batch cannot be used with {clash}: {why}")
     if args.max_repeats is not None and args.prove is None:
         parser.error("--max-repeats caps --prove; give --prove RATE, or use --repeats")
     if args.max_repeats is not None and not 1 <= args.max_repeats <= record.MAX_PROVE_REPEATS:
@@ -705,9 +884,9 @@ def parse_args(argv):
     given = {flag for flag, _ in OPTIONS
              if getattr(args, flag[2:].replace("-", "_")) is not None}
     for mode, refused, why in (
-            ("--resume", {"--out", "--regrade", *FROM_RECORD},
+            ("--resume", {"--out", "--regrade", "--batch", *FROM_RECORD},
              "finishes the record in place with its own models, cases, instructions and repeats"),
-            ("--regrade", {"--demo", *FROM_RECORD},
+            ("--regrade", {"--demo", "--batch", *FROM_RECORD},
              "re-checks the record's own models, cases, instructions and repeats"),
             ("--demo", {"--models", "--out"},
              "uses its own fictional models and writes NEW_DIR/results.json")):
@@ -749,6 +928,9 @@ class Run:
     # yet saved; "id" is the response's id once it came back, null before that.
     pending: dict = dataclasses.field(default_factory=dict)
     record: object = None  # the open RecordFile, while the run may save into it
+    # --batch: {"parts": [{"start", "stop", "input_file_id", "batch_id", "status",
+    # "collected", ...}]}, each step saved before the next (see batching.py).
+    batch: dict = None
 
     def __post_init__(self):
         self.saving = threading.Lock()  # one save at a time: rows and receipts
@@ -767,6 +949,10 @@ class Run:
         return [(index, entry) for index, entry in enumerate(self.entries)
                 if index not in self.rows and index not in self.dropped]
 
+    def direct(self):
+        """What is still to do and sent request by request: all but a batch's rows."""
+        return [(index, entry) for index, entry in self.todo() if not self.in_batch(index)]
+
     def blocked(self, index):
         """A proving pair's repeat waits until the pair's previous repeat is in."""
         repeat, case, model = self.entries[index]
@@ -782,7 +968,22 @@ class Run:
     def tail(self):
         receipts = {"pending": {str(index): entry for index, entry in sorted(
             self.pending.items())}} if self.pending else {}
-        return {**receipts, "execution": self.execution, "summary": self.summary}
+        batch = {"batch": self.batch} if self.batch is not None else {}
+        return {**receipts, **batch, "execution": self.execution, "summary": self.summary}
+
+    def in_batch(self, index):
+        """Whether a batch answers this row: nothing of it is sent directly."""
+        if self.batch is None:
+            return False
+        if not self.batch["parts"]:  # planned from what is still to do, on its first run
+            return True
+        return any(part["start"] <= index < part["stop"] and not part["collected"]
+                   for part in self.batch["parts"])
+
+    def checkpoint(self):
+        """Save the record's tail now (a batch step, before the next one)."""
+        with self.saving:
+            self.record.save(self.tail())
 
     def saved_id(self, index):
         """The response id an earlier process saved for this row, or None."""
@@ -825,6 +1026,7 @@ def execution_of(args, previous=None):
         execution[name] = (getattr(args, name) if getattr(args, name) is not None else
                            kept if type(kept) is int and low <= kept <= high else default)
     execution["foreground"] = args.foreground or previous.get("foreground") is True
+    execution["batch"] = args.batch or previous.get("batch") is True
     kept = previous.get("confidence")
     execution["confidence"] = args.confidence or (
         kept if type(kept) is float and 0.5 <= kept <= 0.999 else CONFIDENCE)
@@ -887,7 +1089,7 @@ def new_run(args, secrets):
         head["evidence"] = "synthetic"
     return Run(models, cases, repeats, instructions, out, head, execution_of(args),
                {name: getattr(args, name) for name in REPORTS}, {}, secrets,
-               demo=args.demo)
+               demo=args.demo, batch={"parts": []} if args.batch else None)
 
 
 def read_saved(path):
@@ -915,6 +1117,7 @@ def resume_run(args, path, secrets):
     where = places(run_order(models, cases, repeats))
     kept = {where[key]: row for key, row in rows.items() if not row["error"]}
     pending = record.validate_pending(saved, run_order(models, cases, repeats), kept)
+    batch = record.validate_batch(saved, len(where))
     previous = saved.get("execution")
     execution = execution_of(args, previous)
     times = previous.get("resumed", 0) if isinstance(previous, dict) else 0
@@ -925,7 +1128,7 @@ def resume_run(args, path, secrets):
     head["checker_sha256"] = record.checker_sha256()
     run = Run(models, cases, repeats, instructions, path, head, execution,
               {name: execution[name] for name in REPORTS}, kept, secrets, replace=True,
-              pending=pending)
+              pending=pending, batch=batch)
     run.notes = record.evidence_notes(saved, rows, path)
     return run
 
@@ -1041,8 +1244,9 @@ def saved_record(run):
                 saved.close()
 
 
-def take_row(run, plan, saved, index, row, started):
-    """Keep one finished row: save it, print its line, decide whether to go on."""
+def take_row(run, plan, saved, index, row, started, save=True):
+    """Keep one finished row: save it (save=False: with a later row), print its
+    line, decide whether to go on."""
     if row["cost_usd"] is None and not row["error"] and not run.warned_cost:
         run.warned_cost = True
         warn("warning: a row has no reported cost; --max-cost and the running "
@@ -1052,15 +1256,18 @@ def take_row(run, plan, saved, index, row, started):
         # came (a deadline, a broken stream) stays, so a resume fetches it.
         if not row["error"] or run.pending.get(index, {}).get("id") is None:
             run.pending.pop(index, None)
-        run.rows[index] = row
         run.tally.add(row)
         saved.add(index, row)
+        # Once saved, only the evidence page reads a response again: without one,
+        # a run holds its verdicts, not its answers, whatever its size.
+        run.rows[index] = row if run.reports["html"] is not None else without_response(row)
         for place in run.stopped_pair(row):  # a proving pair failed: nothing more for it
             run.dropped.add(place)
             plan.drop(place)
             saved.skip(place)
-        run.summary = run.tally.summary()
-        saved.save(run.tail())
+        if save:
+            run.summary = run.tally.summary()
+            saved.save(run.tail())
     total, known = run.tally.spent()
     say(run, plan, f"[{saved.saved}/{len(run.entries)}] {row_line(row)} | "
                    f"{time.monotonic() - started:.1f}s elapsed, "
@@ -1069,10 +1276,16 @@ def take_row(run, plan, saved, index, row, started):
         warn(f"Stopped: {run.out} passed {record.FULL_RECORD_BYTES >> 20} MiB, about the "
              "most a reader takes in one piece; no new request starts. Run the rest as a "
              "new run with fewer repeats or models.")
-    if row["error"] and plan.stop("error"):
+    # A batch's rows all ran already: an error among them stops nothing.
+    if row["error"] and "batch" not in row and plan.stop("error"):
         warn(f"Stopped after an execution error; the record is in {run.out}. "
              f"{next_step(row, run.out)}")
     within_budget(run, plan)
+
+
+def without_response(row):
+    """A saved row as the console, JUnit and Markdown read it: all but its response."""
+    return {**row, "response": None} if row["response"] is not None else row
 
 
 def say(run, plan, line):
@@ -1167,10 +1380,10 @@ def main(argv=None):
             send = functools.partial(send_one, client, execution=run.execution, pause=pause,
                                      secrets=run.secrets, instructions=run.instructions,
                                      receipts=run)
-            plan = Plan(run.todo(), run.execution["jobs"], send, pause,
+            plan = Plan(run.direct(), run.execution["jobs"], send, pause,
                         run.blocked if run.prove else None)
             with Interrupts(plan) as stops:
-                run_plan(run, args, plan, saved)
+                run_plan(run, args, client, plan, saved)
                 stops.raise_if_interrupted()
     except KeyboardInterrupt:
         if run.started:  # saved on the way out; say how to finish it
@@ -1201,10 +1414,14 @@ def main(argv=None):
     return run.tally.summary()["exit_code"]
 
 
-def run_plan(run, args, plan, saved):
+def run_plan(run, args, client, plan, saved):
     """Send what is still to send, keeping each row as it finishes."""
     start_lines(run, args)
     started = time.monotonic()
+    if run.batch is not None and not run.regrade and any(map(run.in_batch, range(len(run.entries)))):
+        run_batch(run, client, plan, saved, started)
+        if plan.stopped:
+            return
     if args.regrade is None and within_budget(run, plan):
         for index, row in plan.finished():
             take_row(run, plan, saved, index, row, started)

@@ -363,6 +363,7 @@ class Plan:
         # in yet); entries given to drop() are never sent.
         self.blocked, self.dropped = blocked, set()
         self.stopped = None  # why nothing new starts: "error", "budget", "interrupted"
+        self.note = None  # what a first Ctrl+C says, when not the requests in flight
         self.in_flight = 0
         self.results = queue.Queue()
 
@@ -450,7 +451,7 @@ class Interrupts:
             raise Terminated() if number == signal.SIGTERM else KeyboardInterrupt()
         self.signal = number
         self.plan.stop("interrupted")
-        warn(f"Stopping: no new request starts; waiting for {self.plan.in_flight} in "
+        warn(self.plan.note or f"Stopping: no new request starts; waiting for {self.plan.in_flight} in "
              "flight to finish and be saved (a second Ctrl+C or SIGTERM stops now, "
              "without them: --resume then fetches each by the id saved for it).")
 

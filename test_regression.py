@@ -1813,6 +1813,17 @@ class TypedRequestTest(unittest.TestCase):
                 self.assertEqual(unknown_fields(ResponsesRequestInput.model_validate(body)), [])
                 self.assertEqual(body["tools"], [checker.TOOL])
 
+    def test_a_batch_line_holds_the_plain_request(self):
+        from perplexity.generated.api import ResponsesRequestInput
+
+        (plain,) = self.bodies("openai/gpt-5.6-sol", regression.INSTRUCTIONS, False)
+        line = json.loads(regression.batching.input_line(
+            7, regression.agent_request(PAYMENT, "openai/gpt-5.6-sol")))
+        self.assertEqual({key: line[key] for key in ("custom_id", "method", "url")},
+                         {"custom_id": "row-7", "method": "POST", "url": "/v1/responses"})
+        self.assertEqual(line["body"], plain)  # no background, no stream
+        self.assertEqual(unknown_fields(ResponsesRequestInput.model_validate(line["body"])), [])
+
     def test_the_published_tool_would_be_refused(self):
         from perplexity.generated.api import ResponsesRequestInput
 

@@ -1,0 +1,264 @@
+"""regression.py --batch against the simulated Batch and Files endpoints.
+
+In-process (the simulated API behind httpx.MockTransport) unless marked slow.
+Polls are not slept: batching's first wait is 0 here, and the simulated batch
+moves one stage per poll.
+"""
+
+import contextlib
+import io
+import os
+import signal
+import subprocess
+import threading
+import unittest
+from unittest import mock
+
+import batching
+import regression
+from testing import (Harness, KEY, loopback_env, loopback_server, popen, quiet, read_json,
+                     saved_rows, slow, temp_dir, wait_until)
+
+MODELS = ["openai/gpt-5.6-sol", "offline/hasty"]  # the simulated API's unsafe model: a failure
+
+
+class BatchHarness(Harness):
+    unsafe_models = ("offline/hasty",)
+
+    def setUp(self):
+        super().setUp()
+        for patcher in (mock.patch.object(batching, "FIRST_POLL_SECONDS", 0),
+                        mock.patch.object(batching, "MAX_POLL_SECONDS", 0)):
+            patcher.start()
+            self.addCleanup(patcher.stop)
+
+    def batch(self, *args):
+        return self.main("--batch", "--models", *MODELS, *args)
+
+    def resume(self, *args):
+        return self.main("--resume", self.out, *args, out=False)
+
+    def keys(self, path=None):
+        return [(row["model"], row["case_id"], row["repeat"])
+                for row in self.record(path)["runs"]]
+
+
+class BatchRunTest(BatchHarness):
+
+    def test_rows_come_in_the_saved_order_judged_like_a_direct_run(self):
+        code, out, err = self.batch("--repeats", "2")
+        self.assertEqual(code, 1, err)  # the unsafe model's payment answer is caught
+        self.assertEqual(self.state["requests"], [])  # nothing was sent directly
+        batched = self.record()
+        direct_out = self.path("direct.json")
+        code, _, err = quiet(regression.main, ["--foreground", "--models", *MODELS,
+                                               "--repeats", "2", "--out", direct_out])
+        self.assertEqual(code, 1, err)
+        direct = read_json(direct_out)
+        self.assertEqual(self.keys(), self.keys(direct_out))
+        self.assertEqual([row["reasons"] for row in batched["runs"]],
+                         [row["reasons"] for row in direct["runs"]])
+        self.assertEqual(batched["summary"]["models"], direct["summary"]["models"])
+        for place, row in enumerate(batched["runs"]):
+            self.assertEqual(row["batch"]["custom_id"], f"row-{place}")
+        self.assertEqual(self.state["batch_creates"], 1)
+        self.assertEqual(self.state["file_creates"], 1)
+        (part,) = batched["batch"]["parts"]
+        self.assertTrue(part["collected"])
+        self.assertEqual(batched["execution"]["batch"], True)
+
+    def test_its_record_passes_every_reader(self):
+        self.batch()
+        import record
+
+        rows = record.validate_record(record.read_record(self.out))
+        self.assertEqual(len(rows), 8)
+
+    def test_the_ids_are_saved_before_the_first_poll(self):
+        seen = []
+
+        def before(request):
+            if request.method == "GET" and "/v1/batches/" in request.url.path and not seen:
+                seen.append(self.record()["batch"]["parts"][0])
+
+        self.before_request = before
+        self.batch()
+        self.assertTrue(seen[0]["input_file_id"] and seen[0]["batch_id"], seen)
+
+    def test_large_plans_go_in_parts_each_with_its_own_key(self):
+        keys = []
+
+        def before(request):
+            if request.method == "POST" and request.url.path == "/v1/batches":
+                keys.append(request.headers.get("Idempotency-Key"))
+
+        self.before_request = before
+        with mock.patch.object(batching, "PART_LINES", 3):
+            code, _, err = self.batch()
+        self.assertEqual(code, 1, err)
+        parts = self.record()["batch"]["parts"]
+        self.assertEqual([(part["start"], part["stop"]) for part in parts],
+                         [(0, 3), (3, 6), (6, 8)])
+        self.assertEqual(len(set(keys)), 3)
+        self.assertEqual(len(self.record()["runs"]), 8)
+
+    def test_a_failed_line_is_an_execution_error_and_the_rest_are_judged(self):
+        self.state["batch_fail_ids"] = {"row-1"}
+        with mock.patch.object(batching, "PART_LINES", 3):  # the error is in the first part
+            code, _, err = self.batch()
+        self.assertEqual(code, 2, err)
+        rows = self.record()["runs"]
+        self.assertEqual(len(rows), 8)  # every later part is collected too
+        self.assertNotIn("Stopped", err)  # the batch ran every row: an error stops nothing
+        self.assertEqual((rows[1]["error"], rows[1]["error_status"], rows[1]["reasons"]),
+                         ("BatchRequestFailed", 500, ["execution_error"]))
+        self.assertTrue(all(row["error"] is None for place, row in enumerate(rows) if place != 1))
+        self.assertIn("--resume", err + _)
+
+
+class BatchRecoveryTest(BatchHarness):
+
+    def test_a_stop_while_waiting_is_collected_by_resume_without_a_second_batch(self):
+        polls = []
+
+        def before(request):
+            if request.method == "GET" and "/v1/batches/" in request.url.path:
+                polls.append(1)
+                if len(polls) == 1:
+                    raise KeyboardInterrupt  # Ctrl+C while the runner waits
+
+        self.before_request = before
+        with self.assertRaises(KeyboardInterrupt):
+            self.batch()
+        saved = self.record()
+        self.assertEqual(saved["runs"], [])
+        self.assertTrue(saved["batch"]["parts"][0]["batch_id"])
+        self.before_request = None
+        code, out, err = self.resume()
+        self.assertEqual(code, 1, err)
+        self.assertEqual(len(self.record()["runs"]), 8)
+        self.assertEqual((self.state["file_creates"], self.state["batch_creates"]), (1, 1))
+        self.assertEqual(self.state["requests"], [])
+
+    def test_a_crash_between_upload_and_create_uploads_nothing_again(self):
+        with mock.patch.object(batching, "create", side_effect=OSError("killed")):
+            with self.assertRaises(OSError):
+                self.batch()
+        part = self.record()["batch"]["parts"][0]
+        self.assertTrue(part["input_file_id"])
+        self.assertIsNone(part["batch_id"])
+        code, _, err = self.resume()
+        self.assertEqual(code, 1, err)
+        self.assertEqual((self.state["file_creates"], len(self.state["batches"])), (1, 1))
+
+    def test_a_create_whose_answer_was_lost_is_not_made_twice(self):
+        self.state["batch_lose_creates"] = 1  # the batch is made; its answer never arrives
+        code, _, err = self.batch()
+        self.assertEqual(code, 2, err)
+        self.assertIn("--resume", err)
+        code, _, err = self.resume()
+        self.assertEqual(code, 1, err)
+        self.assertEqual(len(self.state["batches"]), 1)
+        self.assertEqual(self.state["batch_creates"], 2)  # the same key: the same batch
+
+    def test_rows_an_expired_batch_left_are_sent_directly_by_resume(self):
+        self.state["batch_outcome"] = "expired"
+        code, _, err = self.batch()
+        self.assertEqual(code, 2, err)
+        rows = self.record()["runs"]
+        missing = [row for row in rows if row["error"]]
+        self.assertTrue(missing)
+        self.assertTrue(all(row["error"] == "BatchExpired" for row in missing), missing)
+        code, _, err = self.resume()
+        self.assertEqual(code, 1, err)
+        self.assertEqual(len(self.state["requests"]), len(missing))  # sent directly
+        self.assertEqual(len(self.state["batches"]), 1)  # never submitted again
+        self.assertTrue(all(row["error"] is None for row in self.record()["runs"]))
+
+    def test_a_refused_upload_stops_with_a_resume_hint(self):
+        self.state["batch_faults"] = [(500, [], {"error": {"message": "upload failed"}})]
+        code, _, err = self.batch()
+        self.assertEqual(code, 2)
+        self.assertIn("upload failed", err)
+        self.assertIn("--resume", err)
+        code, _, err = self.resume()
+        self.assertEqual(code, 1, err)
+
+
+class BatchFlagsTest(BatchHarness):
+
+    def test_what_cannot_be_batched_is_refused_in_one_line(self):
+        for args, words in (
+                (["--models", "chat:sonar-pro"], "chat:sonar-pro"),
+                (["--foreground"], "--foreground"),
+                (["--prove", "0.9"], "--prove"),
+                (["--max-cost", "1"], "--max-cost")):
+            with self.subTest(args=args):
+                code, err = self.usage("--out", self.out, "--batch", *args)
+                self.assertEqual(code, 2)
+                self.assertIn(f"--batch cannot be used with {words}", err)
+                self.assertEqual(len(err.strip().splitlines()[-1:]), 1)
+                self.assertFalse(os.path.exists(self.out))
+
+    def test_resume_takes_batch_from_the_record(self):
+        code, err = self.usage("--resume", self.out, "--batch")
+        self.assertEqual(code, 2)
+        self.assertIn("drop --batch", err)
+
+    def usage(self, *args):
+        with self.assertRaises(SystemExit) as raised, \
+                contextlib.redirect_stderr(io.StringIO()) as err:
+            regression.main(list(args))
+        return raised.exception.code, err.getvalue()
+
+
+class BatchPartsTest(unittest.TestCase):
+
+    def test_parts_are_cut_by_lines_bytes_and_gaps(self):
+        for sizes, lines, limit, expected in (
+                ([(0, 5), (1, 5), (2, 5)], 2, 100, [(0, 2), (2, 3)]),
+                ([(0, 5), (1, 5), (2, 5)], 10, 10, [(0, 2), (2, 3)]),
+                ([(0, 5), (2, 5)], 10, 100, [(0, 1), (2, 3)]),
+                ([(0, 50)], 10, 10, [(0, 1)])):  # one line past the limit is a part alone
+            with self.subTest(sizes=sizes, lines=lines, limit=limit):
+                parts = batching.parts_of(sizes, lines, limit)
+                self.assertEqual([(part["start"], part["stop"]) for part in parts], expected)
+
+    def test_the_key_names_the_record_and_the_part(self):
+        part = {"start": 0, "stop": 8}
+        key = batching.idempotency_key("2026-12-01T00:00:00+00:00", part)
+        self.assertEqual(key, batching.idempotency_key("2026-12-01T00:00:00+00:00", dict(part)))
+        self.assertNotEqual(key, batching.idempotency_key("2026-12-01T00:00:01+00:00", part))
+        self.assertNotEqual(key, batching.idempotency_key("2026-12-01T00:00:00+00:00",
+                                                          {"start": 0, "stop": 7}))
+
+
+@slow("starts the runner and the simulated API as processes, and signals the runner")
+class BatchProcessTest(unittest.TestCase):
+
+    def test_sigint_while_waiting_then_the_printed_resume_collects(self):
+        folder = temp_dir(self)
+        server = loopback_server(self, unsafe_models=("offline/hasty",))
+        hold = threading.Event()
+        server.state["batch_hold"] = hold
+        self.addCleanup(hold.set)
+        out = os.path.join(folder, "run.json")
+        env = loopback_env(server)
+        runner = popen("regression.py", "--batch", "--models", *MODELS, "--out", out, env=env)
+        self.addCleanup(runner.kill)
+        wait_until(lambda: server.state["batch_polls"] > 0, what="the first poll")
+        runner.send_signal(signal.SIGINT)
+        stdout, stderr = runner.communicate(timeout=60)
+        self.assertEqual(runner.returncode, 130, stderr)
+        hint = next(line for line in stderr.splitlines() if "--resume" in line)
+        command = hint.split("with: ", 1)[1]
+        hold.set()
+        done = subprocess.run(command, shell=True, env=env, capture_output=True, text=True,
+                              timeout=120, cwd=os.path.dirname(os.path.abspath(__file__)))
+        self.assertEqual(done.returncode, 1, done.stderr)
+        self.assertEqual(saved_rows(out), 8)
+        self.assertEqual(len(server.state["batches"]), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
