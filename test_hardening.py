@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import unittest
 import xml.etree.ElementTree as ET
 from unittest import mock
@@ -270,12 +271,39 @@ class ReadmeTest(unittest.TestCase):
         return {"GITHUB_STEP_SUMMARY": self.summary, "MODELS": "openai/gpt-5.6-sol",
                 "REPEATS": str(repeats), "MAX_COST": "5"}
 
-    def step(self, name, env):
+    def step(self, name, env, workflow="github-actions.yml"):
         """(exit code of one workflow step, the step summary so far)."""
-        result = subprocess.run(["bash", "-e", "-c", workflow_step(name)], cwd=self.folder,
+        result = subprocess.run(["bash", "-e", "-c", workflow_step(name, workflow)],
+                                cwd=self.folder,
                                 capture_output=True, text=True, timeout=300,
                                 env={**self.env, **env})
         return result.returncode, read_text(self.summary)
+
+    def test_the_nightly_recipe_submits_once_then_collects_on_a_later_run(self):
+        self.summary = os.path.join(self.folder, "summary.md")
+        shutil.copy(os.path.join(HERE, "examples", "cases.json"),
+                    os.path.join(self.folder, "cases.json"))
+        hold = threading.Event()
+        self.server.state["batch_hold"] = hold  # the batch outlives the first job
+        self.addCleanup(hold.set)
+        env = {"GITHUB_STEP_SUMMARY": self.summary, "SCHEDULE": "17 1 * * *",
+               "WAIT_MINUTES": "0.1"}  # 6 s (the SDK loads in 2), then the runner stops waiting
+        code, summary = self.step("Submit or collect", env, "nightly-batch.yml")
+        self.assertEqual(code, 0, summary)
+        self.assertIn("still running", summary)
+        part = read_json(os.path.join(self.folder, "nightly", "results.json"))["batch"]["parts"][0]
+        self.assertTrue(part["batch_id"])
+        hold.set()
+        later = {**env, "SCHEDULE": "47 */2 * * *"}
+        code, summary = self.step("Submit or collect", later, "nightly-batch.yml")
+        self.assertEqual(code, 0, summary)
+        self.assertIn("Nightly batch: PASS (exit 0)", summary)
+        self.assertEqual(len(read_json(os.path.join(self.folder, "out", "results.json"))["runs"]),
+                         8 * 10)
+        self.assertEqual(len(self.server.state["batches"]), 1)  # collected, never submitted again
+        code, summary = self.step("Submit or collect", later, "nightly-batch.yml")
+        self.assertEqual(code, 0, summary)
+        self.assertIn("nothing to collect", summary)
 
     def test_the_ci_recipe_gates_on_a_committed_baseline(self):
         env = self.ci_job(repeats=2)

@@ -190,9 +190,9 @@ def dump_dom(path, user_data):
     return done.stdout
 
 
-def workflow_step(name):
-    """The `run: |` script of one step of the example GitHub Actions workflow."""
-    lines = read_text(os.path.join(HERE, "examples", "github-actions.yml")).splitlines()
+def workflow_step(name, workflow="github-actions.yml"):
+    """The `run: |` script of one step of an example GitHub Actions workflow."""
+    lines = read_text(os.path.join(HERE, "examples", workflow)).splitlines()
     start = next(i for i, line in enumerate(lines) if line.strip() == f"- name: {name}")
     run = next(i for i in range(start, len(lines)) if lines[i].strip() == "run: |")
     indent = len(lines[run]) - len(lines[run].lstrip()) + 2
