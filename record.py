@@ -45,6 +45,8 @@ MAX_RECORD_BYTES = 1 << 30  # a 2,400-row run is ~27 MB; far larger is not a rec
 FULL_RECORD_BYTES = 256 << 20  # a run starts no request past this size, so its record
                                # (plus the rows in flight) stays readable
 READ_TRIES = 5  # re-reads of a record that a running save keeps changing
+CREATE_ROWS = 500  # rows a resume writes into a new record before writing more
+COPY_BYTES = 1 << 20  # the second slot is copied from the first this much at a time
 CASE_FIELDS = ("id", "expected", "rfc", "action", "question")
 CASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # safe in lines, XML, Markdown
 STATUS = re.compile(r"[1-5][0-9][0-9]|unknown")
@@ -548,8 +550,8 @@ class RecordFile:
         self.size = 0  # bytes of the record at its last save
         self.head = ("{\n" + ",\n".join(f"{dumps(k)}: {dumps(v)}" for k, v in head.items())
                      + ',\n"runs": [').encode()
-        # Serialised rows 0..n-1, each with its separator (b"": skipped); once both
-        # slots hold a row it is dropped here (None): memory stays one save's worth.
+        # Serialised rows 0..n-1, each with its separator (b"": skipped); a row is
+        # dropped (None) once the slots hold it: memory stays one save's worth.
         self.prefix = []
         self.freed = 0  # rows of prefix dropped
         self.pending = {}  # plan index -> serialised row (None: skipped), out of order
@@ -562,6 +564,8 @@ class RecordFile:
     def create(cls, path, head, tail, rows=(), replace=False, lock=None, skipped=()):
         """Start the record at path holding rows [(index, row)]; exclusive unless replace.
 
+        rows may be an iterator (a resume streams the rows it keeps): they are
+        written in pieces, and the record appears at path only once all are in.
         skipped: plan indexes that will never hold a row (see skip).
 
         lock: the record's lock, taken already (a resume takes it before it
@@ -576,12 +580,16 @@ class RecordFile:
                 os.unlink(stale)  # left by a killed run: we hold the lock
             if not replace and os.path.lexists(path):
                 raise FileExistsError(errno.EEXIST, "File exists", path)
-            for index, row in rows:
-                self.add(index, row)
+            slot = self.new_slot(0)
             for index in skipped:
                 self.skip(index)
-            slot = self.new_slot(0)
+            for count, (index, row) in enumerate(rows, 1):
+                self.add(index, row)
+                if count % CREATE_ROWS == 0 and not self.pending:  # rows after a gap wait
+                    self.fill(slot, tail)
+                    self.free()
             self.fill(slot, tail)
+            self.free()
             if replace:
                 self.link_over(slot["path"])
             else:
@@ -625,15 +633,19 @@ class RecordFile:
     def save(self, tail):
         """Checkpoint every row added so far, atomically."""
         target = 1 - self.live
-        slot = self.slots[target] if len(self.slots) > target else self.new_slot(target)
+        slot = self.slots[target] if len(self.slots) > target else self.copy_slot(target)
         self.fill(slot, tail)
         self.link_over(slot["path"])
         self.live = target  # from here on, never write this slot in place
         sync_folder(self.path)
-        if len(self.slots) == 2:
-            written = min(slot["rows"] for slot in self.slots)
+        self.free()
+
+    def free(self):
+        """Drop the serialised rows that every slot holds: they are on disk twice."""
+        written = min(slot["rows"] for slot in self.slots)
+        if written > self.freed:
             self.prefix[self.freed:written] = [None] * (written - self.freed)
-            self.freed = max(self.freed, written)
+            self.freed = written
 
     def close(self):
         """Drop the slot files and the lock; the path keeps the last save."""
@@ -654,6 +666,22 @@ class RecordFile:
         slot = {"path": path, "fd": fd, "rows": 0, "offset": len(self.head)}
         self.slots.append(slot)
         write_all(fd, self.head, 0)
+        return slot
+
+    def copy_slot(self, number):
+        """The second slot, begun as a copy of the first one's rows: the rows
+        themselves may no longer be in memory."""
+        source = self.slots[self.live]
+        path = f"{hidden_stem(self.path)}.slot{number}"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        os.fchmod(fd, 0o600)
+        slot = {"path": path, "fd": fd, "rows": source["rows"], "offset": source["offset"]}
+        self.slots.append(slot)
+        offset = 0
+        while offset < source["offset"]:
+            data = os.pread(source["fd"], min(COPY_BYTES, source["offset"] - offset), offset)
+            write_all(fd, data, offset)
+            offset += len(data)
         return slot
 
     def fill(self, slot, tail):

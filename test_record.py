@@ -51,6 +51,34 @@ class RecordFileTest(unittest.TestCase):
             self.assertEqual(now["summary"], {"n": step})
             self.assertEqual([r["i"] for r in now["runs"]], sorted([2, 0, 3, 1, 4][:step]))
 
+    def test_a_saved_row_is_not_kept_in_memory_once_both_slots_hold_it(self):
+        saved = self.create()
+        for index in range(6):
+            saved.add(index, {"i": index, "pad": "x" * 1000})
+            saved.save({"s": index})
+            self.assertEqual([r["i"] for r in read_json(self.path)["runs"]], list(range(index + 1)))
+        held = sum(len(data) for data in saved.prefix if data)
+        self.assertLess(held, 2 * 1100)  # at most the last row, which one slot lacks
+
+    def test_rows_given_to_create_are_written_in_pieces_then_linked_once(self):
+        rows = ((index, {"i": index}) for index in range(record.CREATE_ROWS * 2 + 7))
+        linked, link = [], os.link
+
+        def counted(source, target):
+            if target == self.path:
+                linked.append(len(read_json(source)["runs"]))
+            return link(source, target)
+
+        with mock.patch.object(record.os, "link", counted):
+            saved = self.create(rows=rows)
+        self.assertEqual(linked, [record.CREATE_ROWS * 2 + 7])  # at its path once, whole
+        self.assertEqual(len(read_json(self.path)["runs"]), record.CREATE_ROWS * 2 + 7)
+        self.assertEqual(saved.freed, record.CREATE_ROWS * 2 + 7)
+        saved.add(record.CREATE_ROWS * 2 + 7, {"i": -1})
+        saved.save({"s": 1})  # the second slot starts as a copy of the first
+        self.assertEqual(read_json(self.path)["runs"][-2:], [{"i": record.CREATE_ROWS * 2 + 6},
+                                                            {"i": -1}])
+
     def test_create_refuses_an_existing_path_and_leaves_it(self):
         write_text(self.path, "keep")
         with self.assertRaises(FileExistsError):
