@@ -23,7 +23,8 @@ file (`purpose` "batch") and checks every line before keeping it: one JSON
 object per line, no blank lines, `custom_id` (unique), `method` "POST", `url`
 /v1/responses or /v1/agent, and a `body` under the rules of a direct request
 (unknown fields are a 400, and so is `background` or `stream` true); at most
-50,000 lines and 200 MB; `expires_after` is a 400. GET /v1/files/{id} gives
+50,000 lines and 200 MB; `expires_after` is a 400 (each 400 names the first
+bad line; the wording is this simulation's). GET /v1/files/{id} gives
 the file object, GET /v1/files/{id}/content its bytes (input, output and
 error files alike), DELETE /v1/files/{id} removes it. POST /v1/batches
 (`endpoint` /v1/responses, `input_file_id`, `completion_window` "24h",
@@ -40,8 +41,8 @@ The output file holds a line per row answered 200:
 and the error file, made only when some row failed or never ran, a line per
 such row: the same shape with the 4xx/5xx status and its {"error": ...} body,
 or "response": null and "error": {"code": "batch_expired"|"batch_cancelled",
-"message": ...} for a row that never ran. Both are shuffled (the same way
-every time), never in input order. POST /v1/batches/{id}/cancel makes a
+"message": ...} for a row that never ran. Both are shuffled the same way
+every time, never in input order (from two lines up). POST /v1/batches/{id}/cancel makes a
 running batch `cancelling`, and the next poll `cancelled` with the rows done
 so far; a finished batch cannot be cancelled (400). request_counts count the
 rows answered (a row that never ran is in neither count); usage sums the rows
@@ -73,13 +74,14 @@ mock_transport() for in-process tests):
     requests       every POST body received, in arrival order, but for the
                    Files and Batches endpoints' (rows of a batch are not here)
     fetches        every GET of a kept response, as (id, query), in order
-Batch knobs, each read when a batch is polled (none holds up any answer;
-latency, faults and hold leave Files and Batches alone):
+Batch knobs, read when they apply (a batch's fate at each poll); none holds
+up an answer, and latency, faults and hold leave Files and Batches alone:
     batch_outcome  how a batch ends: "completed" (default); "failed" (its
                    first poll fails it in validation: `errors`, no files);
                    "expired" (half its rows, rounded down, are answered, then
                    it expires: the rest are error lines `batch_expired`);
-                   "cancelled" (likewise, through cancelling, `batch_cancelled`)
+                   "cancelled" (likewise, as if someone cancelled it: a poll
+                   in cancelling, then cancelled, `batch_cancelled`)
     batch_fail_ids custom_ids whose rows are answered with a 500 error line
     batch_rows_per_poll  rows answered per poll while in_progress (None: all)
     batch_hold     None, or a threading.Event: until it is set, a batch stays

@@ -4,6 +4,7 @@ through sdk_client (fast tier), and once over real HTTP on 127.0.0.1 (slow)."""
 import copy
 import json
 import os
+import select
 import signal
 import threading
 import unittest
@@ -16,6 +17,7 @@ with open(os.path.join(HERE, "examples", "cases.json"), encoding="utf-8") as _ha
     CASES = json.load(_handle)
 MODELS = ("offline/careful", "offline/hasty")  # new_state's default makes the second unsafe
 FINAL = ("completed", "failed", "expired", "cancelled")
+START_SECONDS = 30  # a new interpreter importing the SDK, on a slow machine
 POLLS = 50  # more than any batch here needs to finish; a batch stuck past them fails the test
 
 
@@ -551,13 +553,17 @@ class OverHttpTest(unittest.TestCase):
         self.assertEqual(server.state["file_creates"], 2)
 
     def test_the_command_line_server_serves_batches_at_its_rows_per_poll(self):
+        # Buffered as for most users: the address line must be flushed to reach us.
+        env = {k: v for k, v in clean_env().items() if k != "PYTHONUNBUFFERED"}
         process = popen("simulated_api.py", "--port", "0", "--cases",
                         os.path.join(HERE, "examples", "cases.json"),
-                        "--batch-rows-per-poll", "1", env=clean_env())
+                        "--batch-rows-per-poll", "1", env=env)
         for stream in (process.stdout, process.stderr):
             self.addCleanup(stream.close)
         self.addCleanup(process.wait, 10)
         self.addCleanup(process.kill)
+        ready, _, _ = select.select([process.stdout], [], [], START_SECONDS)
+        self.assertTrue(ready, "the command printed no address line")
         url = process.stdout.readline().split()[4]
         client = self.client_for(url)
         # One row a poll: in progress, then a poll for each of 8 rows, then completed.
