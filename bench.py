@@ -1,7 +1,8 @@
 """Measure the runner's local overhead, its concurrency and its receipts, offline.
 
-    .venv/bin/python bench.py                # about 15 minutes; prints five tables
+    .venv/bin/python bench.py                # about 17 minutes; prints eight tables
     .venv/bin/python bench.py --kills 5      # fewer kill -9 trials, a few minutes
+    .venv/bin/python bench.py --only memory  # the --batch and memory tables alone
 
 1. Local overhead per row: the whole runner (real SDK, checker, checkpoint
    after every row) over httpx.MockTransport, zero latency, ~10 KB responses,
@@ -19,6 +20,11 @@
    requests paid twice.
 6. The run page of a 10,000-row record: its size, the time to make it, and the
    time headless Chromium takes to open it (where Chromium is installed).
+7. --batch against a simulated API in its own process at 8 and 10,000 rows of
+   ~10 KB responses, then --regrade (with and without --html) and
+   compare_runs.py --html of those records: wall time and peak memory, each
+   measured in the command's own process.
+8. Peak memory of direct runs of ~1 MB responses: 80 rows against 24.
 """
 
 import argparse
@@ -255,17 +261,35 @@ def page_table():
         shutil.rmtree(folder)
 
 
+# A child forked from this process would count this process's memory in its own
+# peak (Linux folds the pre-exec high-water mark into ru_maxrss): so a small
+# launcher, itself small, forks the command and reports the command's own peak.
+PEAK_LAUNCHER = """import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(f"PEAK_KIB {usage.ru_maxrss}", file=sys.stderr)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def measured(command, env):
-    """(exit code, wall seconds, peak resident MiB) of one command run to its end."""
+    """(exit code, wall seconds, peak resident MiB, stderr) of one command."""
     started = time.perf_counter()
-    child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True)
-    _, status, usage = os.wait4(child.pid, 0)
+    done = subprocess.run([sys.executable, "-c", PEAK_LAUNCHER, *command], env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - started
-    child.returncode = os.waitstatus_to_exitcode(status)
-    error = child.stderr.read()
-    child.stderr.close()
-    return child.returncode, wall, usage.ru_maxrss / 1024, error
+    error, _, peak = done.stderr.rpartition("PEAK_KIB ")
+    return done.returncode, wall, int(peak) / 1024, error
+
+
+def rows_in(path):
+    """The rows of a saved record, counted a row at a time (this process stays small)."""
+    import record
+
+    with record.open_rows(path) as (_, runs, _digest):
+        return sum(1 for _ in runs)
 
 
 def many_cases(count):
@@ -278,7 +302,7 @@ def many_cases(count):
 
 def batch_table():
     """A --batch run against a simulated API in its own process, small and 10,000
-    rows, then a regrade of the large record with --html."""
+    rows, then a regrade of each record, with and without --html."""
     from testing import CHROMIUM, dump_dom
 
     folder = tempfile.mkdtemp()
@@ -287,7 +311,8 @@ def batch_table():
         with open(cases_path, "w", encoding="utf-8") as handle:
             json.dump(many_cases(500), handle)
         server = subprocess.Popen([sys.executable, os.path.join(HERE, "simulated_api.py"),
-                                   "--port", "0", "--cases", cases_path, "--unsafe"],
+                                   "--port", "0", "--cases", cases_path, "--unsafe",
+                                   "--snippet-bytes", str(PADDING)],
                                   stdout=subprocess.PIPE, text=True)
         try:
             url = server.stdout.readline().split(" on ", 1)[1].split()[0]
@@ -299,8 +324,8 @@ def batch_table():
             small_cases = os.path.join(folder, "small-cases.json")
             with open(small_cases, "w", encoding="utf-8") as handle:
                 json.dump(many_cases(4), handle)
-            print("--batch against a simulated API in another process (peak: the runner's "
-                  "resident memory)")
+            print("--batch against a simulated API in another process, ~10 KB responses "
+                  "(peak: the runner's resident memory)")
             print(f"{'rows':>7} {'wall s':>7} {'peak MiB':>9} {'record MB':>10}")
             rows = {}
             for name, cases, repeats in (("small", small_cases, 1), ("large", cases_path, 10)):
@@ -309,27 +334,86 @@ def batch_table():
                 code, wall, peak, error = measured(command, env)
                 assert code == 0, f"the {name} batch run exited {code}: {error[-500:]}"
                 rows[name] = peak
-                count = len(record_of(out)["runs"])
+                count = rows_in(out)
                 print(f"{count:>7,} {wall:>7.1f} {peak:>9.0f} {os.path.getsize(out) / 1e6:>10.1f}")
             print(f"  peak at 10,000 rows / peak at 8 rows: {rows['large'] / rows['small']:.2f}x")
         finally:
             server.terminate()
             server.wait()
-        page = os.path.join(folder, "regraded.html")
-        command = [sys.executable, os.path.join(HERE, "regression.py"), "--regrade",
-                   os.path.join(folder, "large.json"), "--out",
-                   os.path.join(folder, "regraded.json"), "--html", page]
-        code, wall, peak, error = measured(command, env)
-        assert code == 0, f"the regrade exited {code}: {error[-500:]}"
-        print(f"Regrade of the 10,000-row record with --html: {wall:.1f} s, peak "
-              f"{peak:.0f} MiB, page {os.path.getsize(page) / 1e6:.1f} MB", end="")
+        print("--regrade of those records (peak: resident memory)")
+        print(f"{'rows':>7} {'flags':>7} {'wall s':>7} {'peak MiB':>9} {'page MB':>8}")
+        peaks = {}
+        for name in ("small", "large"):
+            for flags in ((), ("--html",)):
+                page = os.path.join(folder, f"{name}-{len(flags)}.html")
+                out = os.path.join(folder, f"{name}-{len(flags)}-regraded.json")
+                command = [sys.executable, os.path.join(HERE, "regression.py"), "--regrade",
+                           os.path.join(folder, f"{name}.json"), "--out", out,
+                           *([flags[0], page] if flags else [])]
+                code, wall, peak, error = measured(command, env)
+                assert code == 0, f"the regrade exited {code}: {error[-500:]}"
+                peaks[name, flags] = peak
+                size = f"{os.path.getsize(page) / 1e6:>8.1f}" if flags else f"{'':>8}"
+                print(f"{rows_in(out):>7,} {' '.join(flags) or '-':>7} "
+                      f"{wall:>7.1f} {peak:>9.0f} {size}")
+        for flags in ((), ("--html",)):
+            print(f"  {' '.join(flags) or 'no page'}: peak at 10,000 rows / at 8 rows: "
+                  f"{peaks['large', flags] / peaks['small', flags]:.2f}x")
+        print("compare_runs.py of a record and its regrade, with --html")
+        compared = {}
+        for name in ("small", "large"):
+            page = os.path.join(folder, f"{name}-comparison.html")
+            code, wall, peak, error = measured(
+                [sys.executable, os.path.join(HERE, "compare_runs.py"),
+                 os.path.join(folder, f"{name}.json"),
+                 os.path.join(folder, f"{name}-0-regraded.json"), "--html", page], env)
+            assert code == 0, f"the comparison exited {code}: {error[-500:]}"
+            compared[name] = peak
+            print(f"{rows_in(os.path.join(folder, f'{name}.json')):>7,} rows a side: "
+                  f"{wall:.1f} s, peak {peak:.0f} MiB, page {os.path.getsize(page) / 1e6:.1f} MB")
+        print(f"  peak at 10,000 rows / at 8 rows: {compared['large'] / compared['small']:.2f}x")
         if CHROMIUM:
             started = time.perf_counter()
-            dump_dom(page, os.path.join(folder, "profile"))
-            print(f", opened by headless Chromium in {time.perf_counter() - started:.1f} s")
-        else:
-            print("; Chromium is not installed")
+            dump_dom(os.path.join(folder, "large-1.html"), os.path.join(folder, "profile"))
+            print(f"  the 10,000-row page opened in headless Chromium in "
+                  f"{time.perf_counter() - started:.1f} s")
     finally:
+        shutil.rmtree(folder)
+
+
+def large_answers_table():
+    """Peak memory of direct runs whose every response is about 1 MB: 80 rows
+    against 24, one at a time and 8 in flight."""
+    server = subprocess.Popen([sys.executable, os.path.join(HERE, "simulated_api.py"),
+                               "--port", "0", "--cases",
+                               os.path.join(HERE, "examples", "cases.json"), "--unsafe",
+                               "--snippet-bytes", "1000000"], stdout=subprocess.PIPE, text=True)
+    folder = tempfile.mkdtemp()
+    try:
+        url = server.stdout.readline().split(" on ", 1)[1].split()[0]
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("PERPLEXITY_")},
+               "PERPLEXITY_API_KEY": "pplx-bench-key-0123456789", "PERPLEXITY_BASE_URL": url,
+               "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+        print("Direct runs of ~1 MB responses (peak: the runner's resident memory)")
+        print(f"{'rows':>5} {'jobs':>5} {'wall s':>7} {'peak MiB':>9} {'record MB':>10}")
+        peaks = {}
+        for rows, models, repeats in ((24, ["bench/a", "bench/b", "bench/c"], 2),
+                                      (80, ["bench/a", "bench/b"], 10)):
+            for jobs in (1, 8):
+                out = os.path.join(folder, f"{rows}-{jobs}.json")
+                code, wall, peak, error = measured(
+                    [sys.executable, os.path.join(HERE, "regression.py"), "--models", *models,
+                     "--repeats", str(repeats), "--jobs", str(jobs), "--out", out], env)
+                assert code == 0, f"the run exited {code}: {error[-500:]}"
+                peaks[rows, jobs] = peak
+                print(f"{rows:>5} {jobs:>5} {wall:>7.1f} {peak:>9.0f} "
+                      f"{os.path.getsize(out) / 1e6:>10.1f}")
+        for jobs in (1, 8):
+            print(f"  --jobs {jobs}: 80 rows peak {peaks[80, jobs] - peaks[24, jobs]:+.0f} MiB "
+                  "against 24 rows")
+    finally:
+        server.terminate()
+        server.wait()
         shutil.rmtree(folder)
 
 
@@ -337,10 +421,13 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=50, metavar="N",
                         help="kill -9 trials in table 4 (default: 50)")
-    parser.add_argument("--only", choices=["batch"], help="print only this table")
+    parser.add_argument("--only", choices=["memory"], help="print only the --batch and "
+                        "memory tables (a few minutes)")
     args = parser.parse_args(argv)
-    if args.only == "batch":
+    if args.only == "memory":
         batch_table()
+        print()
+        large_answers_table()
         return 0
     print("Local overhead per row (zero latency, ~10 KB responses)")
     print(f"{'rows':>6} {'ms/row':>8} {'vs 24 rows':>10} {'record MB':>10}")
@@ -375,6 +462,8 @@ def main(argv=None):
     page_table()
     print()
     batch_table()
+    print()
+    large_answers_table()
     return 0
 
 

@@ -233,7 +233,13 @@ def finish_hint(problem, path, run):
 
 
 def index(run):
-    """Rows keyed by (model, case id, repeat); ValueError for anything malformed."""
+    """Rows keyed by (model, case id, repeat); ValueError for anything malformed.
+
+    A record read from disk by record.load was judged a row at a time as it was
+    read (it holds light rows); a record given as data is judged here.
+    """
+    if isinstance(run, record.Judged):
+        return run.check(complete=True, errors=False)
     return record.validate_record(run, complete=True, errors=False)
 
 
@@ -617,12 +623,13 @@ def run(args):
     try:
         if args.demo is not None:
             return demo(args.demo, args.summary_md, args.html)
-        before = record.read_record(args.before)
+        before = record.load(args.before)
         if args.after is None:  # RUN --switch OLD=NEW: two models of one run
             return compare(before, before, args.switch, (args.before, args.before),
                            args.summary_md, args.html)
-        after = record.read_record(args.after)
-        if not args.switch and (same_file(args.before, args.after) or before == after):
+        after = record.load(args.after)
+        if not args.switch and (same_file(args.before, args.after)
+                                or before.sha256 == after.sha256):
             raise ValueError("BEFORE and AFTER are the same record; compare it with a later "
                              "run, or two of its models with: RUN --switch OLD=NEW")
         return compare(before, after, args.switch, (args.before, args.after),

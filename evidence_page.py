@@ -23,6 +23,7 @@ import math
 import urllib.parse
 
 import checker
+import record
 import reports  # the one set of control characters, and the mark of our pages
 from vocabulary import BY_CONCERN as LABELS  # changes first
 from vocabulary import GATING, MEANINGS, NEW_FAILURE, PASS, RECOVERED, p_text
@@ -33,6 +34,8 @@ MAX_RESULTS_SHOWN = 50  # search results listed per row; the API returns at most
 FULL_PASSING_ROWS = 1  # passing rows of a (case, model) shown in full: one example
 FULL_FAILING_ROWS = 25  # failing rows of a (case, model) shown in full; more are listed
 # in brief, so a page of 10,000 rows stays a page a browser opens (the record keeps all)
+PAGE_FULL_PASSING = 20  # passing examples on a page read from a record: a large suite
+PAGE_FULL_FAILING = 250  # has a thousand pairs, and each row in full weighs ~10 KB
 MAX_URL_CHARS = 2_048  # longer "URLs" are shown as text, never made links
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 CITATION_REASONS = {"missing_or_duplicate_sources", "citation_not_in_search_results",
@@ -569,13 +572,39 @@ def group_html(index, case_id, model, rows, case):
     kind = rate_class(good, runs)
     failing = sorted((row for row in rows if not passed(row)), key=repeat_key)
     passing = sorted((row for row in rows if passed(row)), key=repeat_key)
-    full = failing[:FULL_FAILING_ROWS] + passing[:FULL_PASSING_ROWS]
-    brief = failing[FULL_FAILING_ROWS:] + passing[FULL_PASSING_ROWS:]
+    # Only a whole row is shown in full: a light one (record.light) has no receipts.
+    full = ([row for row in failing if not field(row, "light")][:FULL_FAILING_ROWS]
+            + [row for row in passing if not field(row, "light")][:FULL_PASSING_ROWS])
+    brief = [row for row in failing + passing if not any(row is shown for shown in full)]
     body = "".join(row_html(row, case) for row in full) + brief_html(brief, case)
     return (f'<details class="group {kind}" id="g{index}"{"" if kind == "pass" else " open"}>'
             f"<summary><code>{esc(case_id)}</code> · <code>{esc(model)}</code> · "
             f'<strong class="{kind}">{rate_text(good, runs)}</strong></summary>'
             f'<div class="body">{case_html(case)}{body}</div></details>')
+
+
+class Shown:
+    """record.load's keep for a run page: as a record is read in saved order
+    (each pair's repeats in order), the rows the page shows in full stay whole:
+    the first FULL_FAILING_ROWS failing and FULL_PASSING_ROWS passing of each
+    (case, model), at most PAGE_FULL_FAILING and PAGE_FULL_PASSING in all. The
+    rest are kept light, as their brief lines need them: reuse {key: light
+    row} spares a second copy of rows the caller holds light already."""
+
+    def __init__(self, reuse=None):
+        self.counts, self.reuse = {}, reuse or {}
+
+    def __call__(self, row):
+        ok = passed(row)
+        pair, everywhere = (row["model"], row["case_id"], ok), ok
+        if (self.counts.get(pair, 0) < (FULL_PASSING_ROWS if ok else FULL_FAILING_ROWS)
+                and self.counts.get(everywhere, 0) < (PAGE_FULL_PASSING if ok
+                                                      else PAGE_FULL_FAILING)):
+            for key in (pair, everywhere):
+                self.counts[key] = self.counts.get(key, 0) + 1
+            return row
+        kept = self.reuse.get((row["model"], row["case_id"], row["repeat"]))
+        return kept if kept is not None and kept == record.light(row) else record.light(row)
 
 
 def brief_html(rows, case):
@@ -587,8 +616,8 @@ def brief_html(rows, case):
         answer = parse_answer(field(row, "answer_text")) or {}
         cited = sorted({as_text(document(url) or url)
                         for url in listed(answer.get("source_urls"))})
-        returned = sorted({doc for doc in (document(r.get("url"))
-                                           for r in search_results(row)) if doc})
+        returned = row["returned"] if field(row, "light") else sorted(
+            {doc for doc in (document(r.get("url")) for r in search_results(row)) if doc})
         ok = passed(row)
         verdict = "PASS" if ok else "FAIL " + ", ".join(esc(r) for r in
                                                        listed(field(row, "reasons")))

@@ -239,40 +239,35 @@ def row_problem(row):
     return problem and f"has {problem}"
 
 
-def validate_record(record, complete=True, errors=False):
-    """The rows of a saved record keyed by (model, case id, repeat), or ValueError.
+def judged_rows(record, runs, errors=False):
+    """(run number, key, row judged again) for each saved row of runs, in order,
+    or ValueError naming the first row that cannot be evidence.
 
     Each row comes back judged again from its saved response by the checker
-    (checker.derived): its answer_text, answered_model, cost_usd, reasons
-    and passed are what the response proves. complete: the rows must cover
-    the config exactly (a comparison); else they may be a part of it (a
-    resume). errors: rows with an execution error are allowed (a resume
-    redoes them; a comparison cannot judge them).
+    (checker.derived). errors: rows with an execution error are allowed (a
+    resume redoes them); else the first one is refused.
     """
-    if not isinstance(record, dict):
-        raise ValueError("the record is not a JSON object")
-    if not isinstance(record.get("runs"), list):
-        raise ValueError("the record has no runs list")
     expected = plan_keys(record.get("config"))
     cases = {case["id"]: case for case in validate_cases(record["config"]["cases"],
                                                          "config.cases")}
     # Only a verdict made by this very checker must match; an older checker's
     # verdicts are simply replaced (evidence_notes says so).
     own = record.get("checker_sha256") == checker_sha256()
-    rows = {}
-    for number_, row in enumerate(record["runs"], 1):
+    seen = set()
+    for number_, row in enumerate(runs, 1):
         problem = row_problem(row)
         if problem:
             raise ValueError(f"run {number_} {problem}")
         key = (row["model"], row["case_id"], row["repeat"])
         where = f"run {number_} ({key[0]} {key[1]} {key[2]})"
-        if key in rows:
+        if key in seen:
             raise ValueError(f"{where} repeats an earlier run")
         if key not in expected:
             raise ValueError(f"{where} is not one of the record's planned requests")
         if row.get("error") and not errors:
             raise ValueError(f"{where} has an execution error; resume or rerun it "
                              "before comparing")
+        seen.add(key)
         judged = checker.derived(cases[key[1]], row)
         edited = own and next((name for name in JUDGED if name in row
                                and row[name] != judged[name]), None)
@@ -283,15 +278,101 @@ def validate_record(record, complete=True, errors=False):
                     f"({shown_reasons(row, judged)})")
             raise ValueError(f"{where}: {what}; the record was edited after it was saved: "
                              "use the original file, or start a new run")
-        rows[key] = judged
-    if complete and "prove" in record["config"]:
-        unfinished = proving_missing(rows, record["config"])
-        if unfinished:
-            raise ValueError(f"runs do not cover the config: {unfinished} proving pairs "
-                             "are missing rows")
-    elif complete and set(rows) != expected:
-        raise ValueError(f"runs do not cover the config: {len(expected - set(rows))} missing")
+        yield number_, key, judged
+
+
+def coverage_problem(rows, config):
+    """Why rows {key: row} are not a whole run of config, or None."""
+    if "prove" in config:
+        unfinished = proving_missing(rows, config)
+        return unfinished and (f"runs do not cover the config: {unfinished} proving pairs "
+                               "are missing rows")
+    missing = len(plan_keys(config) - set(rows))
+    return missing and f"runs do not cover the config: {missing} missing"
+
+
+def validate_record(record, complete=True, errors=False):
+    """The rows of a saved record keyed by (model, case id, repeat), or ValueError.
+
+    Each row is judged again from its saved response (judged_rows). complete:
+    the rows must cover the config exactly (a comparison); else they may be a
+    part of it (a resume). errors: rows with an execution error are allowed.
+    """
+    if not isinstance(record, dict):
+        raise ValueError("the record is not a JSON object")
+    if not isinstance(record.get("runs"), list):
+        raise ValueError("the record has no runs list")
+    rows = {key: row for _, key, row in judged_rows(record, record["runs"], errors)}
+    problem = complete and coverage_problem(rows, record["config"])
+    if problem:
+        raise ValueError(problem)
     return rows
+
+
+def light(row):
+    """A judged row as the views read it once its verdict is made: all but the
+    response, with what a brief line shows of it (the documents its own search
+    returned) and whether its answer text is unreceipted. Never saved: a record
+    holds whole rows."""
+    if row.get("light"):
+        return row
+    seen = checker.answer_seen(row["model"], row.get("response"))
+    return {**row, "response": None, "light": True,
+            "returned": sorted(checker.returned_documents(seen)),
+            "unreceipted": checker.unreceipted(row)}
+
+
+class Judged(dict):
+    """A record read from disk a row at a time and judged as it was read: its
+    fields, with `runs` holding rows as keep() left them (light by default).
+
+    Only load() makes one, from a file: no JSON can become a Judged, so a
+    reader may take its rows as judged already (rows: {key: row}).
+    """
+
+    def __init__(self, fields, rows, sha256, first_error):
+        super().__init__(fields)
+        self.rows, self.sha256, self.first_error = rows, sha256, first_error
+
+    def check(self, complete=True, errors=False):
+        """The rows, or the ValueError validate_record would raise for this file."""
+        if not errors and self.first_error is not None:
+            number_, key = self.first_error
+            raise ValueError(f"run {number_} ({key[0]} {key[1]} {key[2]}) has an execution "
+                             "error; resume or rerun it before comparing")
+        problem = complete and coverage_problem(self.rows, self["config"])
+        if problem:
+            raise ValueError(problem)
+        return self.rows
+
+
+def load(path, keep=light):
+    """The record at path as a Judged, read and judged a row at a time, so that
+    memory holds what keep(row) leaves of each row, not the record; ValueError
+    with a one-line reason. Rows with an execution error, and an unfinished
+    run, are allowed here: Judged.check says what a reader needs."""
+    with open_rows(path) as (fields, runs, digest):
+        if not isinstance(fields, dict):
+            raise ValueError("the record is not a JSON object")
+        if not isinstance(runs, (list, Rows)):
+            raise ValueError("the record has no runs list")
+        rows, kept, first_error = {}, [], None
+        for number_, key, row in judged_rows(fields, runs, errors=True):
+            if row.get("error") and first_error is None:
+                first_error = (number_, key)
+            row = keep(row)
+            rows[key] = row
+            kept.append(row)
+        return Judged({**fields, "runs": kept}, rows, digest.hexdigest(), first_error)
+
+
+def full_rows(path, wanted):
+    """(key, row) judged again and whole, for each key in wanted, in saved
+    order: the rows a resume keeps or a regrade copies, read once more."""
+    with open_rows(path) as (fields, runs, _):
+        for _, key, row in judged_rows(fields, runs, errors=True):
+            if key in wanted:
+                yield key, row
 
 
 def validate_pending(record, plan, finished):
@@ -383,7 +464,8 @@ def evidence_notes(record, rows, name):
                  else "another version of checker.py")
         notes.append(f"{name} was judged by {which}; its verdicts were derived again "
                      "from its saved responses by this checker")
-    bare = sum(1 for row in rows.values() if checker.unreceipted(row))
+    bare = sum(1 for row in rows.values()
+               if (row["unreceipted"] if row.get("light") else checker.unreceipted(row)))
     if bare:
         notes.append(f"{bare} row{'s' if bare != 1 else ''} of {name} keep the answer only in "
                      "answer_text (no message item in the saved response): that text is "
@@ -467,6 +549,113 @@ def read_record(path):
     except (ValueError, RecursionError) as exc:
         reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
         raise ValueError(f"{path} is not valid JSON ({reason})") from None
+
+
+class Rows:
+    """The saved rows of a record in this runner's own layout, parsed one line
+    at a time from an open file: iterating twice reads the file twice."""
+
+    def __init__(self, handle, start, path):
+        self.handle, self.start, self.path = handle, start, path
+
+    def __iter__(self):
+        self.handle.seek(self.start)
+        for line in self.handle:
+            if line in (b"],\n", b"]\n"):
+                return
+            try:
+                yield json.loads(line.rstrip(b"\n").removesuffix(b","))
+            except (ValueError, RecursionError) as exc:
+                reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
+                raise ValueError(f"{self.path} is not valid JSON ({reason})") from None
+
+
+def member(line):
+    """The one top-level member on a line of this runner's layout, or None."""
+    try:
+        value = json.loads(b"{" + line.rstrip(b"\n").removesuffix(b",") + b"}")
+    except (ValueError, RecursionError):
+        return None
+    return value if len(value) == 1 and "runs" not in value else None
+
+
+def layout(handle, digest):
+    """(fields, offset of the first row) of a record written by RecordFile,
+    whose every member and row is one line; None for any other JSON layout.
+    Every byte is hashed into digest on the way."""
+    lines = iter(handle)
+    fields, start, offset, part = {}, None, 0, "head"
+    for line in lines:
+        digest.update(line)
+        offset += len(line)
+        if part == "head" and offset == len(line):
+            if line != b"{\n":
+                return None
+        elif part == "head" and line == b'"runs": [\n':
+            part, start = "rows", offset
+        elif part == "rows":
+            if line in (b"],\n", b"]\n"):
+                part = "tail" if line == b"],\n" else "end"
+            elif not line.startswith(b"{"):
+                return None
+        elif part in ("head", "tail") and line.startswith(b'"'):
+            found = member(line)
+            if found is None:
+                return None
+            fields.update(found)
+        elif part in ("tail", "end") and line in (b"}\n", b"}"):
+            part = "closed"
+        else:
+            return None
+    return (fields, start) if part == "closed" else None
+
+
+@contextlib.contextmanager
+def open_rows(path):
+    """(fields, runs, sha256) of the record at path: its members but runs, its
+    rows as an iterable, and the hash of its bytes; ValueError with the reason.
+
+    A record in this runner's layout is read a row at a time (Rows); any other
+    JSON (a hand-made or published-design record) is read whole, within
+    MAX_RECORD_BYTES. A record that a running save changed while it was read
+    is refused when the reading ends: read it again.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ValueError(f"cannot open {path}: {exc.strerror or exc}") from None
+    before = os.fstat(fd)
+    if not stat.S_ISREG(before.st_mode) or before.st_size > MAX_RECORD_BYTES:
+        os.close(fd)
+        raise ValueError(f"{path} is not a regular file" if not stat.S_ISREG(before.st_mode)
+                         else f"{path} is larger than {MAX_RECORD_BYTES >> 20} MiB, too "
+                         "large to be a record")
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            digest = hashlib.sha256()
+            found = layout(handle, digest)
+            if found is not None:
+                fields, runs = found[0], Rows(handle, found[1], path)
+            else:
+                handle.seek(0)
+                data = handle.read(MAX_RECORD_BYTES + 1)
+                digest = hashlib.sha256(data)
+                try:
+                    whole = json.loads(data)
+                except (ValueError, RecursionError) as exc:
+                    reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
+                    raise ValueError(f"{path} is not valid JSON ({reason})") from None
+                del data
+                fields = {k: v for k, v in whole.items() if k != "runs"} if isinstance(
+                    whole, dict) else whole
+                runs = whole.get("runs") if isinstance(whole, dict) else None
+        except OSError as exc:
+            raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
+        yield fields, runs, digest
+        after = os.fstat(fd)
+    if (before.st_mtime_ns, before.st_size) != (after.st_mtime_ns, after.st_size):
+        raise ValueError(f"{path} changed while it was read (a run is saving it); "
+                         "try again once it has finished")
 
 
 # --------------------------------------------------------------------------

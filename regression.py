@@ -708,8 +708,17 @@ def write_reports(run, rows, result):
     if run.reports["html"] is not None:
         import evidence_page  # only a run that asks for the page pays for it
 
-        page = evidence_page.run_page(run.snapshot(ordered, result), run.title())
-        views.append(("html", reports.write_replacing, run.reports["html"], page))
+        # Made from the record just saved, read a row at a time: rows the page
+        # shows whole are read whole, the rest as brief lines.
+        held = {(row["model"], row["case_id"], row["repeat"]): row for row in ordered}
+        try:
+            saved = record.load(run.out, evidence_page.Shown(held))
+        except ValueError as exc:  # another process changed the record under us
+            warn(f"regression.py: error: cannot read {run.out} back for the page ({exc}); "
+                 "the record is saved: --regrade it with --html to make the page")
+        else:
+            page = evidence_page.run_page({**saved, "summary": result}, run.title())
+            views.append(("html", reports.write_replacing, run.reports["html"], page))
     written = set()
     for name, write, path, text in views:
         try:
@@ -928,6 +937,7 @@ class Run:
     # yet saved; "id" is the response's id once it came back, null before that.
     pending: dict = dataclasses.field(default_factory=dict)
     record: object = None  # the open RecordFile, while the run may save into it
+    copied: object = None  # () -> (index, whole row) the new record starts with
     # --batch: {"parts": [{"start", "stop", "input_file_id", "batch_id", "status",
     # "collected", ...}]}, each step saved before the next (see batching.py).
     batch: dict = None
@@ -1007,9 +1017,6 @@ class Run:
 
     def title(self):
         return f"Regression run {self.out}" + (" (synthetic demo)" if self.demo else "")
-
-    def snapshot(self, rows, result):
-        return {**self.head, "runs": rows, "execution": self.execution, "summary": result}
 
 
 def execution_of(args, previous=None):
@@ -1093,9 +1100,11 @@ def new_run(args, secrets):
 
 
 def read_saved(path):
-    """(record, its rows by key, its cases, its instructions) from a saved record."""
-    saved = record.read_record(path)
-    rows = record.validate_record(saved, complete=False, errors=True)
+    """(record, its rows by key, its cases, its instructions) from a saved record,
+    read a row at a time: the rows are judged again and kept light (record.light);
+    record.full_rows reads them whole again when they are copied."""
+    saved = record.load(path)
+    rows = saved.check(complete=False, errors=True)
     cases = record.validate_cases(saved["config"]["cases"], "config.cases")
     instructions = saved["config"].get("instructions")
     if not isinstance(instructions, str):
@@ -1116,6 +1125,7 @@ def resume_run(args, path, secrets):
     # rows with an execution error are sent again.
     where = places(run_order(models, cases, repeats))
     kept = {where[key]: row for key, row in rows.items() if not row["error"]}
+    wanted = {key for key, row in rows.items() if not row["error"]}
     pending = record.validate_pending(saved, run_order(models, cases, repeats), kept)
     batch = record.validate_batch(saved, len(where))
     previous = saved.get("execution")
@@ -1129,6 +1139,7 @@ def resume_run(args, path, secrets):
     run = Run(models, cases, repeats, instructions, path, head, execution,
               {name: execution[name] for name in REPORTS}, kept, secrets, replace=True,
               pending=pending, batch=batch)
+    run.copied = functools.partial(copied_rows, path, where, wanted)
     run.notes = record.evidence_notes(saved, rows, path)
     return run
 
@@ -1150,9 +1161,15 @@ def regrade_run(args, path, secrets):
     run = Run(models, cases, repeats, instructions, args.out or "regraded.json", head,
               execution_of(args), {name: getattr(args, name) for name in REPORTS},
               {where[key]: row for key, row in rows.items()}, secrets, regrade=True)
+    run.copied = functools.partial(copied_rows, path, where, set(rows))
     run.notes = record.evidence_notes(saved, rows, path)
     run.saved_execution = saved.get("execution")
     return run
+
+
+def copied_rows(path, where, wanted):
+    """(plan index, whole row) of the saved rows a new record copies, read again."""
+    return ((where[key], row) for key, row in record.full_rows(path, wanted))
 
 
 def prepare(args):
@@ -1226,8 +1243,9 @@ def saved_record(run):
         os.makedirs(run.demo)
     try:
         saved = record.RecordFile.create(run.out, run.head, run.tail(),
-                                         rows=sorted(run.rows.items()), replace=run.replace,
-                                         lock=run.lock, skipped=sorted(run.dropped))
+                                         rows=run.copied() if run.copied else (),
+                                         replace=run.replace, lock=run.lock,
+                                         skipped=sorted(run.dropped))
     except BaseException:
         if run.demo is not None:
             shutil.rmtree(run.demo, ignore_errors=True)  # ours alone: a failed demo leaves nothing
@@ -1258,9 +1276,9 @@ def take_row(run, plan, saved, index, row, started, save=True):
             run.pending.pop(index, None)
         run.tally.add(row)
         saved.add(index, row)
-        # Once saved, only the evidence page reads a response again: without one,
-        # a run holds its verdicts, not its answers, whatever its size.
-        run.rows[index] = row if run.reports["html"] is not None else without_response(row)
+        # Once saved, a row's response is read again only from the record (the
+        # evidence page): a run holds its verdicts, not its answers.
+        run.rows[index] = record.light(row)
         for place in run.stopped_pair(row):  # a proving pair failed: nothing more for it
             run.dropped.add(place)
             plan.drop(place)
@@ -1281,11 +1299,6 @@ def take_row(run, plan, saved, index, row, started, save=True):
         warn(f"Stopped after an execution error; the record is in {run.out}. "
              f"{next_step(row, run.out)}")
     within_budget(run, plan)
-
-
-def without_response(row):
-    """A saved row as the console, JUnit and Markdown read it: all but its response."""
-    return {**row, "response": None} if row["response"] is not None else row
 
 
 def say(run, plan, line):

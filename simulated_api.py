@@ -70,6 +70,8 @@ mock_transport() for in-process tests):
     drop_streams   how many of the next streams are cut after their receipt
     hold           None, or a threading.Event every answer waits for (its
                    receipt does not): a test releases answers when it chooses
+    snippet_bytes  0, or the size every Agent answer's search snippet is padded
+                   to, so responses weigh what live ones do (the benchmark)
     stored         response id -> the kept response and when it is ready
     requests       every POST body received, in arrival order, but for the
                    Files and Batches endpoints' (rows of a batch are not here)
@@ -218,6 +220,7 @@ def new_state(cases, unsafe_models=("offline/hasty",)):
         "no_background": False,
         "drop_streams": 0,
         "hold": None,
+        "snippet_bytes": 0,
         "stored": {},
         "requests": [],
         "fetches": [],
@@ -310,7 +313,10 @@ def foreground_answer(state, number, body):
     case = case_for(state, body.get("input"))
     if case is None:
         return error(400, NO_CASE)
-    return 200, [], agent_response(number, case, body.get("model"), state["unsafe_models"])
+    response = agent_response(number, case, body.get("model"), state["unsafe_models"])
+    if state.get("snippet_bytes"):  # a response the size of a live one (bench.py)
+        response["output"][0]["results"][0]["snippet"] = "x" * state["snippet_bytes"]
+    return 200, [], response
 
 
 def respond(state, method, path, query, headers, raw_body):
@@ -882,6 +888,9 @@ def main(argv=None):
     parser.add_argument("--batch-rows-per-poll", type=positive_int, metavar="N",
                         help="rows a batch answers per poll while in progress "
                         "(default: all of them at the first)")
+    parser.add_argument("--snippet-bytes", type=positive_int, metavar="N",
+                        help="pad each answer's search snippet to N characters, so a "
+                        "response is the size of a live one (default: a short snippet)")
     parser.add_argument("--batch-outcome", choices=BATCH_OUTCOMES, default="completed",
                         help="how every batch ends (default: completed)")
     args = parser.parse_args(argv)
@@ -893,7 +902,7 @@ def main(argv=None):
     server = start(cases, unsafe_models=args.unsafe, port=args.port)
     server.state.update(latency=args.latency, legacy_chat=args.legacy_chat,
                         batch_rows_per_poll=args.batch_rows_per_poll,
-                        batch_outcome=args.batch_outcome)
+                        batch_outcome=args.batch_outcome, snippet_bytes=args.snippet_bytes)
     # Flushed: whoever started it may be waiting on this line through a pipe.
     print(f"simulated Agent API on {server.url} (Ctrl+C to stop)", flush=True)
     try:

@@ -16,8 +16,10 @@ import re
 import shutil
 import tempfile
 import unittest
+from unittest import mock
 
 import evidence_page
+import record
 from testing import CHROMIUM, dump_dom, slow
 
 HOSTILE = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>",
@@ -502,6 +504,37 @@ class LargeRunPage(unittest.TestCase):
                                                        failing_repeats=failing))
         self.assertEqual(page.count('<td class="fail">FAIL wrong_code, wrong_next_action</td>'),
                          5)
+
+
+class PageFromASavedRecord(unittest.TestCase):
+    """The page of a record read a row at a time (record.load with Shown), as
+    the runner makes it: rows shown in full stay whole, the rest are light."""
+
+    def saved(self, data):
+        folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder)
+        path = os.path.join(folder, "r.json")
+        fields = {k: v for k, v in data.items() if k not in ("runs", "summary")}
+        with record.RecordFile.create(path, fields, {"summary": data["summary"]},
+                                      rows=enumerate(data["runs"])):
+            pass
+        return path
+
+    def test_it_is_the_page_of_the_whole_record(self):
+        data = realistic_record(repeats=10, failing_repeats=(1, 2, 3))
+        whole = record.load(self.saved(data), keep=lambda row: row)
+        light = record.load(self.saved(data), evidence_page.Shown())
+        self.assertTrue(any(row["response"] is None for row in light["runs"]))
+        self.assertEqual(evidence_page.run_page(light), evidence_page.run_page(whole))
+
+    def test_the_whole_rows_of_a_page_are_capped_across_its_pairs(self):
+        data = realistic_record(repeats=3, failing_repeats=(1, 2))
+        with mock.patch.object(evidence_page, "PAGE_FULL_PASSING", 2), \
+                mock.patch.object(evidence_page, "PAGE_FULL_FAILING", 1):
+            page = evidence_page.run_page(record.load(self.saved(data), evidence_page.Shown()))
+        self.assertEqual(page.count('<details class="row'), 2 + 1)
+        self.assertEqual(page.count('<td class="fail">FAIL wrong_code, wrong_next_action</td>'),
+                         1)
 
 
 class ReceiptsOnThePage(unittest.TestCase):

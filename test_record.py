@@ -239,6 +239,83 @@ class ValidateRecordTest(unittest.TestCase):
         self.assertEqual(len(rows), 3)
 
 
+class LoadTest(unittest.TestCase):
+    """record.load: a record read and judged a row at a time, as validate_record judges it."""
+
+    def setUp(self):
+        self.folder = temp_dir(self)
+
+    def saved(self, data, layout):
+        """data on disk in this runner's own layout, or as a hand-made indented file."""
+        path = os.path.join(self.folder, f"{layout}.json")
+        if layout == "own":
+            fields = {k: v for k, v in data.items() if k not in ("runs", "summary")}
+            with record.RecordFile.create(path, fields, {"summary": data["summary"]},
+                                          rows=enumerate(data["runs"])):
+                pass
+        else:
+            write_text(path, json.dumps(data, indent=2))
+        return path
+
+    def test_both_layouts_give_the_rows_validate_record_gives(self):
+        data = valid_record(repeats=2)
+        judged = record.validate_record(data)
+        for layout in ("own", "indented"):
+            with self.subTest(layout):
+                loaded = record.load(self.saved(data, layout))
+                self.assertEqual(loaded.check(), {key: record.light(row)
+                                                  for key, row in judged.items()})
+                self.assertEqual(loaded["config"], data["config"])
+                self.assertEqual(loaded.sha256, record.file_sha256(
+                    os.path.join(self.folder, f"{layout}.json")))
+
+    def test_rows_are_kept_light_unless_keep_says_otherwise(self):
+        path = self.saved(valid_record(), "own")
+        self.assertTrue(all(row["response"] is None for row in record.load(path)["runs"]))
+        whole = record.load(path, keep=lambda row: row)
+        self.assertEqual(whole["runs"][0]["response"], {"status": "completed"})
+
+    def test_what_validate_record_refuses_load_refuses(self):
+        for name, change, words in (
+                ("passed disagrees", lambda r: r["runs"][1].update(passed=False), "disagree"),
+                ("a repeated row", lambda r: r["runs"].append(dict(r["runs"][0])), "repeats"),
+                ("a broken row line", None, "not valid JSON")):
+            with self.subTest(name):
+                data = copy.deepcopy(valid_record())
+                if change:
+                    change(data)
+                path = self.saved(data, "own")
+                if change is None:  # one row line cut short: the file is no JSON at all
+                    text = read_text(path).replace('"seconds": 0.5', '"seconds": ', 1)
+                    os.unlink(path)
+                    write_text(path, text)
+                with self.assertRaises(ValueError) as raised:
+                    record.load(path)
+                self.assertIn(words, str(raised.exception))
+                os.unlink(path)
+
+    def test_check_says_what_a_comparison_needs(self):
+        data = valid_record()
+        data["runs"][2].update(error="X", reasons=["execution_error"], passed=False)
+        loaded = record.load(self.saved(data, "own"))
+        self.assertEqual(len(loaded.check(complete=False, errors=True)), 4)
+        with self.assertRaises(ValueError) as raised:
+            loaded.check()
+        self.assertIn("run 3 (a two 0) has an execution error", str(raised.exception))
+
+    def test_a_record_changed_while_it_was_read_is_refused(self):
+        path = self.saved(valid_record(), "own")
+
+        def keep(row):
+            with open(path, "ab") as handle:  # a save rewriting the file being read
+                handle.write(b" ")
+            return row
+
+        with self.assertRaises(ValueError) as raised:
+            record.load(path, keep)
+        self.assertIn("changed while it was read", str(raised.exception))
+
+
 @slow("both scripts in new interpreters")
 class SameRefusalsTest(Harness):
     """--resume and compare_runs.py refuse the same hostile files the same way."""

@@ -1165,18 +1165,18 @@ class TrustTest(Harness):
     def test_resume_takes_the_lock_before_it_reads_the_record(self):
         self.state["faults"] = [simulated_api.error(401, "bad key")]
         self.main()
-        real_read = regression.record.read_record
+        real_read = regression.record.load
         held = []
 
-        def read_while_checking_the_lock(path):
+        def read_while_checking_the_lock(path, *args):
             try:  # another writer trying now must be refused
                 regression.record.release_lock(regression.record.take_lock(path))
                 held.append(False)
             except regression.record.RecordBusy:
                 held.append(True)
-            return real_read(path)
+            return real_read(path, *args)
 
-        with mock.patch.object(regression.record, "read_record", read_while_checking_the_lock):
+        with mock.patch.object(regression.record, "load", read_while_checking_the_lock):
             code, _, _ = self.main("--resume", self.out, out=False)
         self.assertEqual((code, held), (0, [True]))
 
