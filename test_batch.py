@@ -161,19 +161,24 @@ class BatchRecoveryTest(BatchHarness):
         self.assertEqual(len(self.state["batches"]), 1)
         self.assertEqual(self.state["batch_creates"], 2)  # the same key: the same batch
 
-    def test_rows_an_expired_batch_left_are_sent_directly_by_resume(self):
-        self.state["batch_outcome"] = "expired"
-        code, _, err = self.batch()
-        self.assertEqual(code, 2, err)
-        rows = self.record()["runs"]
-        missing = [row for row in rows if row["error"]]
-        self.assertTrue(missing)
-        self.assertTrue(all(row["error"] == "BatchExpired" for row in missing), missing)
-        code, _, err = self.resume()
-        self.assertEqual(code, 1, err)
-        self.assertEqual(len(self.state["requests"]), len(missing))  # sent directly
-        self.assertEqual(len(self.state["batches"]), 1)  # never submitted again
-        self.assertTrue(all(row["error"] is None for row in self.record()["runs"]))
+    def test_rows_a_batch_left_unanswered_are_sent_directly_by_resume(self):
+        for outcome, error in (("expired", "BatchExpired"), ("cancelled", "BatchCancelled"),
+                               ("failed", "BatchFailed")):
+            with self.subTest(outcome):
+                self.setUp()  # a new record and a new simulated API for each outcome
+                self.state["batch_outcome"] = outcome
+                code, _, err = self.batch()
+                self.assertEqual(code, 2, err)
+                rows = self.record()["runs"]
+                missing = [row for row in rows if row["error"]]
+                self.assertTrue(missing)
+                self.assertTrue(all(row["error"] == error for row in missing), missing)
+                self.assertIn("send them directly with:", err)
+                code, _, err = self.resume()
+                self.assertEqual(code, 1, err)
+                self.assertEqual(len(self.state["requests"]), len(missing))  # sent directly
+                self.assertEqual(len(self.state["batches"]), 1)  # never submitted again
+                self.assertTrue(all(row["error"] is None for row in self.record()["runs"]))
 
     def test_a_refused_upload_stops_with_a_resume_hint(self):
         self.state["batch_faults"] = [(500, [], {"error": {"message": "upload failed"}})]
