@@ -1290,12 +1290,13 @@ def take_row(run, plan, saved, index, row, started, save=True):
     say(run, plan, f"[{saved.saved}/{len(run.entries)}] {row_line(row)} | "
                    f"{time.monotonic() - started:.1f}s elapsed, "
                    f"{'' if known else 'at least '}${total} so far")
+    if "batch" in row:  # it ran already, paid for: its size, error or cost stops nothing
+        return
     if saved.size > record.FULL_RECORD_BYTES and plan.stop("size"):
         warn(f"Stopped: {run.out} passed {record.FULL_RECORD_BYTES >> 20} MiB, about the "
              "most a reader takes in one piece; no new request starts. Run the rest as a "
              "new run with fewer repeats or models.")
-    # A batch's rows all ran already: an error among them stops nothing.
-    if row["error"] and "batch" not in row and plan.stop("error"):
+    if row["error"] and plan.stop("error"):
         warn(f"Stopped after an execution error; the record is in {run.out}. "
              f"{next_step(row, run.out)}")
     within_budget(run, plan)
@@ -1435,7 +1436,7 @@ def run_plan(run, args, client, plan, saved):
         run_batch(run, client, plan, saved, started)
         if plan.stopped:
             return
-    if args.regrade is None and within_budget(run, plan):
+    if args.regrade is None and plan.todo and within_budget(run, plan):
         for index, row in plan.finished():
             take_row(run, plan, saved, index, row, started)
 

@@ -180,6 +180,28 @@ class BatchRecoveryTest(BatchHarness):
                 self.assertEqual(len(self.state["batches"]), 1)  # never submitted again
                 self.assertTrue(all(row["error"] is None for row in self.record()["runs"]))
 
+    def test_a_budget_given_to_the_resume_stops_no_collection(self):
+        polls = []
+
+        def before(request):
+            if request.method == "GET" and "/v1/batches/" in request.url.path:
+                polls.append(1)
+                if len(polls) == 1:
+                    raise KeyboardInterrupt
+
+        self.before_request = before
+        parts = mock.patch.object(batching, "PART_LINES", 3)  # a stop would leave parts out
+        parts.start()
+        self.addCleanup(parts.stop)
+        with self.assertRaises(KeyboardInterrupt):
+            self.batch("--repeats", "2")
+        self.before_request = None
+        code, _, err = self.resume("--max-cost", "0.001")  # less than one row costs
+        self.assertEqual(len(self.record()["runs"]), 16, err)  # paid for already: all kept
+        self.assertEqual(code, 1, err)
+        self.assertNotIn("stopped_for_budget", self.record()["execution"])
+        self.assertNotIn("Stopped", err)
+
     def test_a_refused_upload_stops_with_a_resume_hint(self):
         self.state["batch_faults"] = [(500, [], {"error": {"message": "upload failed"}})]
         code, _, err = self.batch()
