@@ -537,7 +537,8 @@ def write_reports(run, rows, result):
     views = []
     if run.reports["junit"] is not None:
         views.append(("junit", reports.write_replacing, run.reports["junit"],
-                      reports.junit_xml(rows, run.entries, run.models, result, run.dropped)))
+                      reports.junit_xml(rows, run.entries, run.models, result, run.dropped,
+                                        run.cases_source())))
     if run.reports["summary_md"] is not None:
         views.append(("summary_md", reports.append, run.reports["summary_md"], reports.run_markdown(
             run.title(), result, ordered, run.cases, verdict_line(result))))
@@ -749,6 +750,7 @@ class Run:
     # yet saved; "id" is the response's id once it came back, null before that.
     pending: dict = dataclasses.field(default_factory=dict)
     record: object = None  # the open RecordFile, while the run may save into it
+    cases_file: str = None  # the --cases file of a new run
 
     def __post_init__(self):
         self.saving = threading.Lock()  # one save at a time: rows and receipts
@@ -809,6 +811,14 @@ class Run:
 
     def snapshot(self, rows, result):
         return {**self.head, "runs": rows, "execution": self.execution, "summary": result}
+
+    def cases_source(self):
+        """The file that holds this run's cases, which each JUnit testcase names:
+        the --cases file, regression.py for the built-in cases, else the record
+        itself (a resume or a regrade: the record keeps them in config.cases)."""
+        if self.cases_file is not None:
+            return self.cases_file
+        return "regression.py" if self.cases == CASES else self.out
 
 
 def execution_of(args, previous=None):
@@ -887,7 +897,7 @@ def new_run(args, secrets):
         head["evidence"] = "synthetic"
     return Run(models, cases, repeats, instructions, out, head, execution_of(args),
                {name: getattr(args, name) for name in REPORTS}, {}, secrets,
-               demo=args.demo)
+               demo=args.demo, cases_file=args.cases)
 
 
 def read_saved(path):
