@@ -138,7 +138,7 @@ class DecisionsTest(unittest.TestCase):
     def test_a_gate_without_a_comparison_says_no_table(self):
         body = comment.comment_body(said(exit_code=2, verdict="no-verdict", compared=None,
                                          changed=[], run_verdict=None,
-                                         lines=[gate.FORK_LINE, "**Gate: NO-VERDICT (exit 2)**"]),
+                                         lines=[gate.FORK_LINE]),
                                     {})
         self.assertIn("NO-VERDICT (exit 2)", body)
         self.assertIn("no secrets on fork pull requests", body)
@@ -159,6 +159,27 @@ class DecisionsTest(unittest.TestCase):
 @unittest.skipUnless(YAML, f"ruamel.yaml {DEV}")
 class ActionFileTest(unittest.TestCase):
     """What the audit checks, said once more where a reader of action.yml looks."""
+
+    def test_the_readme_tables_name_every_input_and_output(self):
+        spec, section = action(), readme_ci()
+        for kind in ("inputs", "outputs"):
+            for name in spec[kind]:
+                with self.subTest(kind=kind, name=name):
+                    self.assertRegex(section, rf"\n\| `{re.escape(name)}` \|")
+        for name, given in (("repeats", "3"), ("jobs", "4"), ("max-cost", "5"),
+                            ("comment", "true"), ("baseline", "baseline.json")):
+            with self.subTest(default=name):
+                self.assertEqual(spec["inputs"][name]["default"], given)
+                self.assertIn(f"| `{name}` | `{given}` |", section)
+
+    def test_the_readme_workflow_uses_only_inputs_the_action_has(self):
+        from ruamel.yaml import YAML
+
+        workflow = YAML(typ="safe").load(read_text(readme_workflow(temp_dir(self))))
+        [step] = [step for step in workflow["jobs"]["regression"]["steps"]
+                  if "agent-regression-runner" in step["uses"]]
+        self.assertLessEqual(set(step["with"]), set(action()["inputs"]))
+        self.assertEqual(step["env"], {"PERPLEXITY_API_KEY": "${{ secrets.PERPLEXITY_API_KEY }}"})
 
     def test_inputs_reach_scripts_through_env_only_and_actions_are_pinned(self):
         for step in action()["runs"]["steps"]:
@@ -218,6 +239,19 @@ class CommentsHandler(BaseHTTPRequestHandler):
         return self.answer(404, {"message": "Not Found"})
 
     do_GET = do_POST = do_PATCH = handle_call
+
+
+def readme_ci():
+    """The README's In CI section, up to its reference workflow."""
+    text = read_text(os.path.join(HERE, "README.md"))
+    return text.split("\n## In CI\n", 1)[1].split("\n### The long workflow", 1)[0]
+
+
+def readme_workflow(folder):
+    """The README's `uses:` workflow, its placeholder commit made a real-looking SHA."""
+    [block] = re.findall(r"```yaml\n(.*?)```", readme_ci(), re.S)
+    return write_text(os.path.join(folder, "model-regression.yml"),
+                      block.replace("<commit-sha>", "0123456789abcdef0123456789abcdef01234567"))
 
 
 def action():
@@ -384,9 +418,8 @@ class ActionStepsTest(unittest.TestCase):
         self.assertEqual((outputs["exit-code"], outputs["verdict"], outputs["record"]),
                          ("2", "no-verdict", ""))
         self.assertEqual(self.server.state["requests"], [])
-        lines = [line for line in read_text(self.summary).splitlines() if line.strip()]
-        self.assertEqual(len(lines), 2, lines)  # the reason, then the gate's line
-        self.assertTrue(lines[0].startswith("no verdict: no secrets on fork pull requests; "))
+        [line] = [line for line in read_text(self.summary).splitlines() if line.strip()]
+        self.assertTrue(line.startswith("no verdict: no secrets on fork pull requests; "), line)
         self.assertEqual(self.ending(), 2)
         self.api.forbid = True  # a fork's token is read-only
         code, stdout, _ = self.step("Keep one pull-request comment up to date")
@@ -464,7 +497,7 @@ class AuditTest(unittest.TestCase):
 
     @unittest.skipUnless(ZIZMOR, f"zizmor is {DEV}")
     def test_the_security_audit_finds_nothing(self):
-        for path in (ACTION, WORKFLOW):
+        for path in (ACTION, WORKFLOW, readme_workflow(temp_dir(self))):
             with self.subTest(path=path):
                 result = self.run_tool(ZIZMOR, "--offline", path)
                 self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
@@ -477,7 +510,8 @@ class AuditTest(unittest.TestCase):
     @unittest.skipUnless(SCHEMA_CHECK, f"check-jsonschema is {DEV}")
     def test_both_files_follow_githubs_schemas(self):
         for schema, path in (("vendor.github-actions", ACTION),
-                             ("vendor.github-workflows", WORKFLOW)):
+                             ("vendor.github-workflows", WORKFLOW),
+                             ("vendor.github-workflows", readme_workflow(temp_dir(self)))):
             with self.subTest(path=path):
                 result = self.run_tool(SCHEMA_CHECK, "--builtin-schema", schema, path)
                 self.assertEqual(result.returncode, 0, result.stdout + result.stderr)

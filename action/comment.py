@@ -56,7 +56,7 @@ def comment_body(said, links):
     """
     code = said["exit_code"]
     parts = [MARKER, f"### Agent regression gate: {said['verdict'].upper()} (exit {code})"]
-    parts += [cell(line) for line in said["lines"][:-1]]  # the last is the headline above
+    parts += [cell(line) for line in said["lines"] if not line.startswith("**Gate: ")]
     if said.get("run_verdict"):
         parts.append(f"Run: {cell(said['run_verdict'])}")
     if said.get("compared"):

@@ -216,7 +216,7 @@ def gate(env, child, folder):
     if not env.get("PERPLEXITY_API_KEY"):
         fork = fork_pull_request(env.get("GITHUB_EVENT_NAME", ""),
                                  read_event(env.get("GITHUB_EVENT_PATH", "")))
-        say(FORK_LINE if fork else NO_KEY_LINE)
+        say(FORK_LINE if fork else NO_KEY_LINE)  # the summary's one line: nothing ran
         code = 2
     else:
         run_code = child.run("regression.py", runner_args(env, folder, summary))
@@ -238,7 +238,7 @@ def gate(env, child, folder):
                 said["new_failures"] = sum(1 for item in result["items"]
                                            if item["label"] in GATING)
         code = gate_code(run_code, compare_code)
-    say(f"**Gate: {VERDICTS[code].upper()} (exit {code})**")
+        say(f"**Gate: {VERDICTS[code].upper()} (exit {code})**")
     outputs = {"exit-code": code, "verdict": VERDICTS[code],
                "new-failures": "" if said["new_failures"] is None else said["new_failures"],
                **{name: path if os.path.exists(path) else "" for name, path in paths.items()},
