@@ -19,8 +19,9 @@ either found a failure, else 0. It is written as the output `exit-code` (with
 `verdict`: pass, regression or no-verdict; `new-failures`: how many compared
 (model, case) pairs lost pass rate, empty without a comparison; `record`,
 `page`, `comparison` and `folder`: paths, empty when not written), in
-gate.json in that folder (for the pull-request comment) and as one line in
-the step summary. A SIGINT or SIGTERM (a cancelled job) is handed to the
+gate.json in that folder (for the pull-request comment) and in the step
+summary: a plain line below each script's own view, then the gate's line
+(without a key, only the line that says why nothing ran). A SIGINT or SIGTERM (a cancelled job) is handed to the
 script running, which saves what it has; the gate then has no verdict.
 
 Exit codes: 0 once the outputs are written (the action's last step exits
