@@ -5,10 +5,10 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-PROCESS_TESTS := test_hardening  # each in a process of its own, beside the rest
+PROCESS_TESTS := test_hardening test_action  # each in a process of its own, beside the rest
 IN_PROCESS := test_regression test_record test_compare_runs test_reports test_evidence_page \
 	test_sending test_signals test_simulated_api test_batch
-FAST := $(IN_PROCESS)
+FAST := $(IN_PROCESS) test_action  # its decisions and comment text run in-process
 
 .PHONY: test test-fast demo bench clean
 

@@ -701,7 +701,8 @@ def write_reports(run, rows, result):
     views = []
     if run.reports["junit"] is not None:
         views.append(("junit", reports.write_replacing, run.reports["junit"],
-                      reports.junit_xml(rows, run.entries, run.models, result, run.dropped)))
+                      reports.junit_xml(rows, run.entries, run.models, result, run.dropped,
+                                        run.cases_source())))
     if run.reports["summary_md"] is not None:
         views.append(("summary_md", reports.append, run.reports["summary_md"], reports.run_markdown(
             run.title(), result, ordered, run.cases, verdict_line(result))))
@@ -941,6 +942,7 @@ class Run:
     # --batch: {"parts": [{"start", "stop", "input_file_id", "batch_id", "status",
     # "collected", ...}]}, each step saved before the next (see batching.py).
     batch: dict = None
+    cases_file: str = None  # the --cases file of a new run
 
     def __post_init__(self):
         self.saving = threading.Lock()  # one save at a time: rows and receipts
@@ -1018,6 +1020,13 @@ class Run:
     def title(self):
         return f"Regression run {self.out}" + (" (synthetic demo)" if self.demo else "")
 
+    def cases_source(self):
+        """The file that holds this run's cases, which each JUnit testcase names:
+        the --cases file, regression.py for the built-in cases, else the record
+        itself (a resume or a regrade: the record keeps them in config.cases)."""
+        if self.cases_file is not None:
+            return self.cases_file
+        return "regression.py" if self.cases == CASES else self.out
 
 def execution_of(args, previous=None):
     """Settings that cannot change an answer; a resume keeps the record's jobs,
@@ -1096,7 +1105,8 @@ def new_run(args, secrets):
         head["evidence"] = "synthetic"
     return Run(models, cases, repeats, instructions, out, head, execution_of(args),
                {name: getattr(args, name) for name in REPORTS}, {}, secrets,
-               demo=args.demo, batch={"parts": []} if args.batch else None)
+               demo=args.demo, batch={"parts": []} if args.batch else None,
+               cases_file=args.cases)
 
 
 def read_saved(path):

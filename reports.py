@@ -59,11 +59,27 @@ def control_code(match):
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def testcase_name(case_id, repeat):
-    return f"{case_id} [repeat {repeat}]"
+def testcase_name(case_id, model, repeat):
+    """A testcase's name holds its model whole: JUnit viewers title a testcase by
+    its file and name (and cut a classname at its last dot: gpt-5.6-sol -> 6-sol)."""
+    return f"{case_id} on {model} [repeat {repeat}]"
 
 
-def junit_xml(rows, plan, models, result=None, dropped=()):
+def failure_message(row, rate):
+    """What failed, how often this (model, case) passed, and what the row cost:
+    the one line a JUnit viewer shows of a failure (none shows properties)."""
+    parts = [", ".join(row.get("reasons") or []) or "failed"]
+    if rate and rate.get("runs"):
+        text = f"{rate['passed']}/{rate['runs']} passed"
+        if "lower_bound" in rate:
+            text += f", {bound_text(rate['lower_bound'], rate['confidence'])}"
+        parts.append(text)
+    cost = row.get("cost_usd")
+    parts.append("cost unknown" if cost is None else f"cost ${cost}")
+    return visible("; ".join(parts))
+
+
+def junit_xml(rows, plan, models, result=None, dropped=(), source="regression.py"):
     """JUnit XML: a testsuite per model, a testcase per planned row.
 
     rows: {plan index: row}; plan: [(repeat, case, model)]. A planned row that
@@ -71,6 +87,7 @@ def junit_xml(rows, plan, models, result=None, dropped=()):
     run can never look green. result: the run's summary, whose per-case pass
     rate bound each testcase of that model and case carries as a property.
     dropped: plan indexes never to be sent (a proving pair stopped before them).
+    source: the file that holds the cases, every testcase's `file`.
     """
     suites = {model: [] for model in models}
     for index, (repeat, case, model) in enumerate(plan):
@@ -86,8 +103,8 @@ def junit_xml(rows, plan, models, result=None, dropped=()):
             seconds = (row or {}).get("seconds") or 0.0
             total_time += seconds
             testcase = ET.SubElement(suite, "testcase", classname=visible(model),
-                                     name=testcase_name(case["id"], repeat),
-                                     time=f"{seconds:.3f}")
+                                     name=visible(testcase_name(case["id"], model, repeat)),
+                                     file=visible(source), time=f"{seconds:.3f}")
             counts["tests"] += 1
             if row is None:
                 ET.SubElement(testcase, "skipped", message="not run: the run stopped early")
@@ -108,10 +125,10 @@ def junit_xml(rows, plan, models, result=None, dropped=()):
                 element.text = detail
                 counts["errors"] += 1
             elif not row.get("passed"):
-                reasons = visible(", ".join(row.get("reasons") or []))
+                message = failure_message(row, rate)
                 element = ET.SubElement(testcase, "failure", type="check_failed",
-                                        message=reasons)
-                element.text = f"{reasons}\nanswer: {visible(row.get('answer_text'))}"
+                                        message=message)
+                element.text = f"{message}\nanswer: {visible(row.get('answer_text'))}"
                 counts["failures"] += 1
         for key, value in counts.items():
             suite.set(key, str(value))

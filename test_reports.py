@@ -3,7 +3,9 @@ where a view may be written. Offline."""
 
 import contextlib
 import io
+import json
 import os
+import re
 import unittest
 import xml.etree.ElementTree as ET
 from unittest import mock
@@ -35,15 +37,37 @@ class JunitTest(Harness):
         self.assertEqual([s.get("name") for s in root.findall("testsuite")], regression.MODELS)
         failures = [c for c in cases if c.find("failure") is not None]
         self.assertEqual(len(failures), sum(1 for r in rows if not r["passed"]))
+        model = regression.MODELS[0]
         self.assertEqual({c.get("name") for c in failures},
-                         {"ambiguous-payment [repeat 0]", "ambiguous-payment [repeat 1]"})
-        self.assertIn("wrong_code", failures[0].find("failure").get("message"))
+                         {f"ambiguous-payment on {model} [repeat 0]",
+                          f"ambiguous-payment on {model} [repeat 1]"})
+        self.assertEqual(failures[0].find("failure").get("message"),
+                         "wrong_code, wrong_next_action; 0/2 passed, pass rate >= 0.0 % (95 %); "
+                         "cost $0.0042")
+        self.assertEqual({c.get("file") for c in cases}, {"regression.py"})  # built-in cases
         suite = root.find("testsuite")
         self.assertEqual((suite.get("tests"), suite.get("failures")), ("8", "2"))
         cost = cases[0].find("properties/property[@name='cost_usd']")
         self.assertEqual(cost.get("value"), "0.0042")
         for case in cases:
             float(case.get("time"))
+
+    def test_each_testcase_names_the_file_that_holds_its_cases(self):
+        cases = self.write("cases.json", json.dumps(regression.CASES[:1]))
+        self.main("--cases", cases)
+        regraded = self.path("regraded.json")
+        table = [  # built-in cases live in the runner; a regrade's in its record's config
+            ("built-in", ["--out", self.path("a.json")], "regression.py"),
+            ("--cases", ["--out", self.path("b.json"), "--cases", cases], cases),
+            ("regrade", ["--regrade", self.out, "--out", regraded], regraded),
+        ]
+        for name, args, source in table:
+            with self.subTest(name):
+                junit = self.path(f"{name}.xml")
+                code, _, errors = self.main(*args, "--junit", junit, out=False)
+                self.assertEqual(code, 0, errors)
+                _, testcases = self.junit(junit)
+                self.assertEqual({c.get("file") for c in testcases}, {source})
 
     def test_execution_error_is_an_error_and_unrun_rows_are_skipped(self):
         self.state["faults"] = [simulated_api.error(401, "invalid api key")]
@@ -89,6 +113,110 @@ class JunitTest(Harness):
                 self.assertEqual(regression.main(["--out", new, flag, new]), 2)
             self.assertIn("is the record itself", errors.getvalue())
             self.assertFalse(os.path.exists(new))
+
+
+def mikepenz_annotation(suite, testcase):
+    """(file, title, message) of a testcase as action-junit-report makes its
+    annotation, with its default settings: the file is the testcase's `file`,
+    else its failure's, else its suite's, else the last dot-separated part of
+    its classname; without a line, the failure text is searched for the file
+    name followed by `:N` (a Rust path found there replaces the file); the
+    title is `file.name` (just the name when the two are equal); the message
+    is the failure's or error's `message`, else the text's first two lines,
+    else the name. {{SUITE_NAME}} and {{BREAD_CRUMB}} in a title template are
+    the suite's name as written; {{CLASS_NAME}} is cut like the file."""
+    problem = testcase.find("failure")
+    if problem is None:
+        problem = testcase.find("error")
+    details = {} if problem is None else problem.attrib
+    text = ("" if problem is None else problem.text or "").strip()
+    classname = testcase.get("classname") or testcase.get("name")
+    file = (testcase.get("file") or details.get("file") or suite.get("file")
+            or classname.split(".")[-1])
+    if not (testcase.get("line") or details.get("line") or suite.get("line")):
+        escaped = re.escape(file).replace("::", "/", 1)
+        found = re.findall(f" [^ ]*{escaped}.*?:\\d+", text)
+        if found:
+            prefix = found[-1].split(":")[:-1]
+            if prefix and prefix[-1].endswith(".rs"):
+                file = prefix[-1].split(" ")[-1]
+    name = testcase.get("name")
+    title = name if file == name else f"{file}.{name}"
+    message = (details.get("message") or "\n".join(text.split("\n")[:2]) or name).strip()
+    return file, title, message
+
+
+def dorny_tests(root):
+    """[(suite, title, message)] of every testcase as test-reporter's java-junit
+    reader lists it: the suite is the testsuite's trimmed name; a testcase whose
+    classname differs from its suite's name goes in a group of that classname;
+    an annotation is titled `suite ► group ► name` (no group when there is
+    none); the message is the failure's or error's `message`, else the first
+    line of its text that is not blank."""
+    listed = []
+    for suite in root.findall("testsuite"):
+        suite_name = suite.get("name").strip()
+        for testcase in suite.findall("testcase"):
+            group = "" if testcase.get("classname") == suite.get("name") else \
+                testcase.get("classname")
+            name = testcase.get("name").strip()
+            title = f"{suite_name} ► {group} ► {name}" if group else f"{suite_name} ► {name}"
+            problem = testcase.find("failure")
+            if problem is None:
+                problem = testcase.find("error")
+            message = None
+            if problem is not None:
+                message = problem.get("message") or next(
+                    (line for line in (problem.text or "").splitlines() if line.strip()), None)
+            listed.append((suite_name, title, message))
+    return listed
+
+
+class JunitViewersTest(Harness):
+    """What the two common JUnit viewers of GitHub Actions show of a report,
+    by their own parsing rules: the model whole, the cases file, and a failure
+    message with the reasons, the pass rate and the cost."""
+
+    model = "openai/gpt-5.6-sol"  # cut to "6-sol" by a viewer that splits classnames on dots
+
+    def report(self, *args):
+        self.state["unsafe_models"] = {self.model}
+        code, _, _ = self.main("--models", self.model, "anthropic/claude-sonnet-4-6",
+                               "--repeats", "2", "--junit", self.path("j.xml"), *args)
+        self.assertEqual(code, 1)
+        return ET.parse(self.path("j.xml")).getroot()
+
+    def test_action_junit_report_keeps_the_model_and_names_the_cases_file(self):
+        cases = os.path.join(HERE, "examples", "cases.json")
+        root = self.report("--cases", cases)
+        seen = 0
+        for suite in root.findall("testsuite"):
+            for testcase in suite.findall("testcase"):
+                file, title, message = mikepenz_annotation(suite, testcase)
+                model = testcase.get("classname")
+                with self.subTest(title=title):
+                    self.assertEqual(file, cases)
+                    self.assertIn(f" on {model} [repeat ", title)
+                    self.assertEqual(suite.get("name"), model)  # {{SUITE_NAME}}
+                if testcase.find("failure") is not None:
+                    seen += 1
+                    self.assertEqual(message, "wrong_code, wrong_next_action; 0/2 passed, "
+                                              "pass rate >= 0.0 % (95 %); cost $0.0042")
+        self.assertEqual(seen, 2)
+        self.assertIn(self.model, {s.get("name") for s in root.findall("testsuite")})
+
+    def test_test_reporter_keeps_the_model_and_the_failure_message(self):
+        listed = dorny_tests(self.report())
+        self.assertEqual(len(listed), 16)
+        failed = [(suite, title, message) for suite, title, message in listed if message]
+        self.assertEqual({suite for suite, _, _ in failed}, {self.model})
+        self.assertEqual({title for _, title, _ in failed},
+                         {f"{self.model} ► ambiguous-payment on {self.model} [repeat {n}]"
+                          for n in (0, 1)})
+        for _, _, message in failed:
+            self.assertIn("0/2 passed", message)
+            self.assertIn("cost $0.0042", message)
+            self.assertIn("wrong_next_action", message)
 
 
 class MarkdownTest(Harness):
