@@ -26,6 +26,7 @@ import gate  # noqa: E402
 
 ACTION = os.path.join(HERE, "action.yml")
 WORKFLOW = os.path.join(HERE, "examples", "github-actions.yml")
+NIGHTLY = os.path.join(HERE, "examples", "nightly-batch.yml")
 BIN = os.path.dirname(sys.executable)
 ZIZMOR = shutil.which("zizmor") or shutil.which("zizmor", path=BIN)
 SCHEMA_CHECK = shutil.which("check-jsonschema") or shutil.which("check-jsonschema", path=BIN)
@@ -497,7 +498,7 @@ class AuditTest(unittest.TestCase):
 
     @unittest.skipUnless(ZIZMOR, f"zizmor is {DEV}")
     def test_the_security_audit_finds_nothing(self):
-        for path in (ACTION, WORKFLOW, readme_workflow(temp_dir(self))):
+        for path in (ACTION, WORKFLOW, NIGHTLY, readme_workflow(temp_dir(self))):
             with self.subTest(path=path):
                 result = self.run_tool(ZIZMOR, "--offline", path)
                 self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
@@ -511,6 +512,7 @@ class AuditTest(unittest.TestCase):
     def test_both_files_follow_githubs_schemas(self):
         for schema, path in (("vendor.github-actions", ACTION),
                              ("vendor.github-workflows", WORKFLOW),
+                             ("vendor.github-workflows", NIGHTLY),
                              ("vendor.github-workflows", readme_workflow(temp_dir(self)))):
             with self.subTest(path=path):
                 result = self.run_tool(SCHEMA_CHECK, "--builtin-schema", schema, path)
