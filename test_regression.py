@@ -764,11 +764,11 @@ class ResumeTest(Harness):
         self.state["latency"] = 0.2  # every answer, the 429 too, comes back after 0.2 s
         code, _, errors = self.main("--out", self.out, "--jobs", "4")
         self.assertEqual(code, 0)
-        offsets = [t - self.arrivals[0] for t in self.arrivals]
-        # The first 4 start together; the 429 answered at 0.2 s holds every new
-        # start until 1.2 s, although 3 jobs are free from 0.2 s on.
-        self.assertEqual(len([t for t in offsets if t < 0.1]), 4, offsets)
-        self.assertEqual([t for t in offsets if 0.1 <= t < 1.15], [], offsets)
+        offsets = sorted(t - self.arrivals[0] for t in self.arrivals)
+        # The first request meets the 429, answered 0.2 s after it arrived; its
+        # 1 s wait holds every new start until 1.2 s, although 3 jobs are free
+        # from 0.2 s on. (A loaded machine only makes the fifth start later.)
+        self.assertGreaterEqual(offsets[4], 1.15, offsets)
         self.assertEqual(len(self.arrivals), 9)
         self.assertIn("waiting 1.0s: the API answered 429", errors)
         rows = read_json(self.out)["runs"]
