@@ -112,6 +112,7 @@ import email.message
 import email.parser
 import json
 import random
+import signal
 import threading
 import time
 import urllib.parse
@@ -899,6 +900,9 @@ def main(argv=None):
             cases = record.validate_cases(json.load(handle), args.cases)
     except (OSError, ValueError) as exc:
         parser.error(f"--cases: {exc}; give a JSON file of cases like examples/cases.json")
+    # Ctrl+C stops it whatever the shell left: a job started in the background
+    # by a non-interactive shell (a Makefile, a CI step) has SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     server = start(cases, unsafe_models=args.unsafe, port=args.port)
     server.state.update(latency=args.latency, legacy_chat=args.legacy_chat,
                         batch_rows_per_poll=args.batch_rows_per_poll,

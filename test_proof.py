@@ -1,0 +1,165 @@
+"""Proof in-process: the exact lower bound of a pass rate (Clopper-Pearson),
+the bounds every view states, and --prove RATE with --max-repeats.
+Everything runs offline through the real SDK over httpx.MockTransport.
+"""
+
+import contextlib
+import io
+import json
+import os
+import unittest
+import xml.etree.ElementTree as ET
+
+import checker
+import regression
+from test_regression import CASE, PAYMENT
+from testing import Harness, quiet, read_json, read_text, slow
+
+
+class BoundTest(unittest.TestCase):
+    """The exact one-sided lower bound of a pass rate (Clopper-Pearson)."""
+
+    @slow("5,150 bounds solved one by one: seconds of CPU")
+    def test_every_k_of_n_up_to_100_matches_an_independent_reference(self):
+        # Computed once with scipy.stats.beta.ppf (see the file's "source"); the
+        # project itself does not depend on scipy.
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata",
+                            "clopper_pearson_lower_95.json")
+        reference = read_json(path)
+        self.assertEqual(reference["confidence"], 0.95)
+        worst = 0.0
+        for n, bounds in reference["bounds"].items():
+            for k, expected in enumerate(bounds):
+                ours = checker.lower_bound(k, int(n), 0.95)
+                worst = max(worst, abs(ours - expected))
+                self.assertLessEqual(ours, expected + 1e-12, (k, n))  # never more than proved
+        self.assertLess(worst, 1e-9)
+
+    def test_passes_in_a_row_and_the_rate_they_prove(self):
+        for runs, percent in ((1, "5.0"), (3, "36.8"), (10, "74.1"), (29, "90.1"), (59, "95.0")):
+            with self.subTest(runs=runs):
+                lower = checker.lower_bound(runs, runs)
+                self.assertEqual(checker.bound_text(lower, 0.95),
+                                 f"pass rate >= {percent} % (95 %)")
+        self.assertEqual((checker.runs_needed(0.9), checker.runs_needed(0.95)), (29, 59))
+
+    def test_the_summary_states_each_cases_bound_with_4_decimals_or_more(self):
+        rows = [{"model": "m", "case_id": case["id"], "repeat": r, "passed": True,
+                 "cost_usd": "0", "error": None} for r in range(3) for case in regression.CASES]
+        case = regression.summary(rows, ["m"], 3)["models"]["m"]["cases"]["rate-limit"]
+        self.assertEqual((case["lower_bound"], case["confidence"]), (0.368403, 0.95))
+
+
+class StatedBoundsTest(Harness):
+    def test_every_view_states_the_bound_at_the_chosen_confidence(self):
+        code, output, _ = self.main("--repeats", "3", "--confidence", "0.9",
+                                    "--junit", self.path("j.xml"), "--html", self.path("p.html"),
+                                    "--summary-md", self.path("s.md"))
+        self.assertEqual(code, 0)
+        self.assertIn("rate-limit 3/3 pass rate >= 46.4 % (90 %)", output)  # 0.1 ** (1/3)
+        self.assertIn("3/3, pass rate >= 46.4 % (90 %)", read_text(self.path("s.md")))
+        self.assertIn("pass rate &gt;= 46.4 % (90 %)", read_text(self.path("p.html")))
+        bound = ET.parse(self.path("j.xml")).getroot().find(
+            ".//property[@name='pass_rate_lower_bound']")
+        self.assertEqual(bound.get("value"), "0.464158 at 0.9")
+        saved = self.record()
+        self.assertEqual(saved["execution"]["confidence"], 0.9)
+        self.assertEqual(saved["summary"]["models"][regression.MODELS[0]]["cases"][
+            "rate-limit"]["lower_bound"], 0.464158)
+
+    def test_a_confidence_out_of_range_is_a_usage_error(self):
+        for value in ("0.4", "1", "x"):
+            with self.subTest(value), self.assertRaises(SystemExit), \
+                    contextlib.redirect_stderr(io.StringIO()):
+                regression.main(["--out", self.out, "--confidence", value])
+
+
+class ProveTest(Harness):
+    """--prove RATE: each (model, case) repeats, one at a time, until it fails or is proved."""
+
+    unsafe_models = (regression.MODELS[0],)  # fails the payment case at its first repeat
+
+    def test_a_passing_pair_sends_what_the_rate_needs_and_a_failing_one_stops_at_once(self):
+        for jobs in ("4",):  # pairs side by side; their repeats one at a time
+            with self.subTest(jobs=jobs):
+                self.state["requests"].clear()
+                out = self.path(f"p{jobs}.json")
+                cases = self.write("two.json", json.dumps([CASE["rate-limit"], PAYMENT]))
+                code, output, _ = self.main("--out", out, "--prove", "0.9", "--jobs", jobs,
+                                            "--models", regression.MODELS[0], "--cases", cases,
+                                            "--junit", self.path(f"j{jobs}.xml"), out=False)
+                self.assertEqual(code, 1)
+                self.assertEqual(len(self.state["requests"]), 29 + 1)
+                self.assertIn("Proving each (model, case) has a pass rate >= 90 % at 95 %: "
+                              "29 passes in a row each", output)
+                saved = self.record(out)
+                self.assertEqual(saved["config"]["prove"], {"rate": 0.9, "confidence": 0.95,
+                                                            "repeats": 29, "max_repeats": 29})
+                self.assertTrue(saved["summary"]["complete"])
+                cases = saved["summary"]["models"][regression.MODELS[0]]["cases"]
+                self.assertEqual((cases["ambiguous-payment"]["runs"],
+                                  cases["rate-limit"]["lower_bound"]), (1, 0.901855))
+                junit = ET.parse(self.path(f"j{jobs}.xml")).getroot()
+                self.assertEqual(len(junit.findall(".//testcase")), 29 + 1)
+                self.assertEqual(junit.findall(".//skipped"), [])
+
+    def test_a_model_that_passes_every_pair_is_qualified_at_the_rate(self):
+        self.state["unsafe_models"] = set()
+        code, output, _ = self.main("--prove", "0.5", "--models", regression.MODELS[1])
+        self.assertEqual(code, 0)
+        self.assertIn("QUALIFIED: every model, each case >= 50 % at 95 %", output)
+        self.assertEqual(len(self.state["requests"]), 5 * 4)  # 0.05 ** (1/5) >= 0.5
+
+    def test_an_interrupted_proof_resumes_and_sends_nothing_twice(self):
+        self.before_request = lambda request, seen=[]: (
+            seen.append(1) or len(seen) == 20) and (_ for _ in ()).throw(KeyboardInterrupt)
+        with self.assertRaises(KeyboardInterrupt):  # one at a time: nothing else in flight
+            self.main("--prove", "0.5")
+        self.before_request = None
+        code, output, _ = self.main("--resume", self.out, out=False)
+        self.assertEqual(code, 1)
+        # The stopped request never reached the API; the resume sends it (and says it
+        # may have been paid), and nothing is sent twice.
+        self.assertIn("1 of those to send may have been paid for already", output)
+        self.assertEqual(len(self.state["requests"]), 5 * 7 + 1)
+        self.assertTrue(self.record()["summary"]["complete"])
+
+    def test_a_proof_of_a_cases_file_has_its_page_and_summary(self):
+        cases = self.write("cases.json", json.dumps(regression.CASES[2:]))
+        code, _, _ = self.main("--prove", "0.5", "--cases", cases, "--html",
+                               self.path("p.html"), "--summary-md", self.path("s.md"))
+        self.assertEqual(code, 1)
+        self.assertEqual(len(self.state["requests"]), 5 * 3 + 1)
+        page, summary = read_text(self.path("p.html")), read_text(self.path("s.md"))
+        self.assertIn("5/5<br>", page)
+        self.assertIn("pass rate &gt;= 54.9 % (95 %)", page)  # 0.05 ** (1/5)
+        self.assertIn("| ambiguous-payment | 0/1, pass rate >= 0.0 % (95 %): wrong_code, "
+                      "wrong_next_action | 5/5, pass rate >= 54.9 % (95 %) |", summary)
+
+    def test_refusals(self):
+        for args, reason in ((["--prove", "0.9", "--repeats", "3"], "drop --repeats"),
+                             (["--prove", "0.9", "--max-repeats", "10"], "give at least 29"),
+                             (["--max-repeats", "30"], "give --prove RATE"),
+                             (["--prove", "1"], "above 0 and below 1"),
+                             (["--prove", "0.999"], "more than 500")):
+            with self.subTest(args), self.assertRaises(SystemExit), \
+                    contextlib.redirect_stderr(io.StringIO()) as errors:
+                regression.main(["--out", self.out, *args])
+            self.assertIn(reason, errors.getvalue())
+
+    def test_proofs_compare_on_qualified_or_not(self):
+        import compare_runs
+
+        self.state["unsafe_models"] = set()
+        before, after = self.path("before.json"), self.path("after.json")
+        self.main("--out", before, "--prove", "0.5", "--models", regression.MODELS[0], out=False)
+        self.state["unsafe_models"] = {regression.MODELS[0]}
+        self.main("--out", after, "--prove", "0.5", "--models", regression.MODELS[0], out=False)
+        code, output, _ = quiet(compare_runs.main, [before, after])
+        self.assertEqual(code, 1)
+        self.assertIn(f"NEW_FAILURE {regression.MODELS[0]} ambiguous-payment before=5/5 "
+                      "after=0/1", output)
+
+
+if __name__ == "__main__":
+    unittest.main()
