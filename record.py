@@ -46,6 +46,7 @@ FULL_RECORD_BYTES = 256 << 20  # a run starts no request past this size, so its 
                                # (plus the rows in flight) stays readable
 READ_TRIES = 5  # re-reads of a record that a running save keeps changing
 CREATE_ROWS = 500  # rows a resume writes into a new record before writing more
+PENDING_BYTES = 4 << 20  # rows held in memory while an earlier one is missing
 COPY_BYTES = 1 << 20  # the second slot is copied from the first this much at a time
 CASE_FIELDS = ("id", "expected", "rfc", "action", "question")
 CASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # safe in lines, XML, Markdown
@@ -744,6 +745,11 @@ class RecordFile:
         self.prefix = []
         self.freed = 0  # rows of prefix dropped
         self.pending = {}  # plan index -> serialised row (None: skipped), out of order
+        # Rows waiting for an earlier one are held only up to PENDING_BYTES (a resume
+        # of a record with an early gap would hold all its rows): past that the
+        # record is written in finishing order and put in plan order once, at the
+        # end (reorder). order: the plan index of each place in prefix.
+        self.order, self.spans, self.unordered = [], [], False
         self.rows = 0  # rows in prefix: the next one needs a separator
         self.slots = []  # [{"path", "fd", "rows", "offset"}]
         self.live = 0  # the slot linked at the path: never written in place
@@ -802,28 +808,52 @@ class RecordFile:
 
     def add(self, index, row):
         """Serialise a finished row once; index is its place in the saved order."""
-        self.pending[index] = dumps(row).encode()
+        data = dumps(row).encode()
+        if self.unordered:
+            self.append(index, data)
+            return
+        self.pending[index] = data
         self.advance()
+        if sum(len(data or b"") for data in self.pending.values()) > PENDING_BYTES:
+            self.unordered = True  # write what waits now; reorder at the end
+            for index in sorted(self.pending):
+                if self.pending[index] is not None:
+                    self.append(index, self.pending[index])
+            self.pending.clear()
 
     def skip(self, index):
         """A place in the plan that will hold no row (a proving pair stopped before it)."""
-        self.pending[index] = None
-        self.advance()
+        if not self.unordered:
+            self.pending[index] = None
+            self.advance()
 
     def advance(self):
-        while len(self.prefix) in self.pending:
-            data = self.pending.pop(len(self.prefix))
+        while self.next_index() in self.pending:
+            index = self.next_index()
+            data = self.pending.pop(index)
             if data is None:
                 self.prefix.append(b"")
+                self.order.append(index)
                 continue
-            self.prefix.append((b",\n" if self.rows else b"\n") + data)
-            self.rows += 1
+            self.append(index, data)
 
-    def save(self, tail):
-        """Checkpoint every row added so far, atomically."""
+    def next_index(self):
+        return self.order[-1] + 1 if self.order else 0
+
+    def append(self, index, data):
+        self.prefix.append((b",\n" if self.rows else b"\n") + data)
+        self.order.append(index)
+        self.rows += 1
+
+    def save(self, tail, final=False):
+        """Checkpoint every row added so far, atomically; final: the last save,
+        which puts a record written in finishing order in plan order."""
         target = 1 - self.live
         slot = self.slots[target] if len(self.slots) > target else self.copy_slot(target)
-        self.fill(slot, tail)
+        if final and self.unordered:
+            self.reorder(slot, tail)
+        else:
+            self.fill(slot, tail)
         self.link_over(slot["path"])
         self.live = target  # from here on, never write this slot in place
         sync_folder(self.path)
@@ -873,8 +903,36 @@ class RecordFile:
             offset += len(data)
         return slot
 
+    def place_rows(self):
+        """Note where each new row lies in a slot (the same place in both)."""
+        for place in range(len(self.spans), len(self.prefix)):
+            start = self.spans[-1][0] + self.spans[-1][1] if self.spans else len(self.head)
+            self.spans.append((start, len(self.prefix[place])))
+
+    def reorder(self, slot, tail):
+        """Rewrite slot as the live slot's rows in plan order, then the tail: one
+        pass, a row at a time."""
+        self.place_rows()
+        source, offset = self.slots[self.live], len(self.head)
+        for place in sorted(range(len(self.prefix)), key=self.order.__getitem__):
+            start, length = self.spans[place]
+            data = self.prefix[place]  # still in memory, or on disk in both slots
+            data = (os.pread(source["fd"], length, start) if data is None else data
+                    ).lstrip(b",\n")
+            if data:  # a skipped place holds nothing
+                data = (b",\n" if offset > len(self.head) else b"\n") + data
+                write_all(slot["fd"], data, offset)
+                offset += len(data)
+        lines = [f"{dumps(key)}: {dumps(value)}" for key, value in tail.items()]
+        data = ("\n],\n" + ",\n".join(lines) + "\n}\n").encode()
+        write_all(slot["fd"], data, offset)
+        os.ftruncate(slot["fd"], offset + len(data))
+        os.fsync(slot["fd"])
+        self.size = offset + len(data)
+
     def fill(self, slot, tail):
         """Bring a slot up to date: the rows it lacks, pending rows, then the tail."""
+        self.place_rows()
         fresh = b"".join(self.prefix[slot["rows"]:])
         parts, position = [fresh], self.rows
         for index in sorted(self.pending):  # finished early, out of order: at most --jobs

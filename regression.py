@@ -1267,7 +1267,7 @@ def saved_record(run):
         with run.saving:
             run.record = None  # a receipt that arrives later cannot be saved any more
             try:
-                saved.save(run.tail())
+                saved.save(run.tail(), final=True)
             finally:
                 saved.close()
 

@@ -79,6 +79,22 @@ class RecordFileTest(unittest.TestCase):
         self.assertEqual(read_json(self.path)["runs"][-2:], [{"i": record.CREATE_ROWS * 2 + 6},
                                                             {"i": -1}])
 
+    def test_rows_after_a_long_gap_are_written_at_once_then_put_in_plan_order(self):
+        with mock.patch.object(record, "PENDING_BYTES", 2500):
+            saved = self.create()
+            saved.skip(3)
+            for index in (2, 1, 5, 4, 6):  # row 0 comes last: the others cannot wait
+                saved.add(index, {"i": index, "pad": "x" * 1000})
+                saved.save({"s": index})
+            on_disk = [row["i"] for row in read_json(self.path)["runs"]]
+            self.assertEqual(sorted(on_disk), [1, 2, 4, 5, 6])  # every row saved already
+            self.assertNotEqual(on_disk, sorted(on_disk))  # in the order they came
+            self.assertLess(sum(len(data) for data in saved.prefix if data), 2 * 1100)
+            saved.add(0, {"i": 0})
+            saved.save({"s": "end"}, final=True)
+        self.assertEqual([row["i"] for row in read_json(self.path)["runs"]], [0, 1, 2, 4, 5, 6])
+        self.assertEqual(read_json(self.path)["s"], "end")
+
     def test_create_refuses_an_existing_path_and_leaves_it(self):
         write_text(self.path, "keep")
         with self.assertRaises(FileExistsError):

@@ -810,6 +810,19 @@ class ResumeTest(Harness):
         self.assertTrue(set(kept) <= {json.dumps(r, sort_keys=True) for r in resumed["runs"]})
         self.assertEqual(resumed["created_at"], record["created_at"])
 
+    def test_a_resume_of_a_record_with_an_early_gap_ends_in_plan_order(self):
+        self.main("--out", self.out, "--repeats", "3")
+        saved = read_json(self.out)
+        del saved["runs"][0]  # every kept row waits for the first
+        with open(self.out, "w", encoding="utf-8") as handle:
+            json.dump(saved, handle)
+        with mock.patch.object(record, "PENDING_BYTES", 20_000):  # a few rows' worth
+            code, _, err = self.main("--resume", self.out)
+        self.assertEqual(code, 0, err)
+        self.assertEqual([(r["repeat"], r["case_id"], r["model"]) for r in self.record()["runs"]],
+                         [(r, c["id"], m) for r, c, m in regression.run_order(
+                             regression.MODELS, regression.CASES, 3)])
+
     def test_resume_refusals_name_the_problem_and_touch_nothing(self):
         self.main("--out", self.out)
         original = read_json(self.out)

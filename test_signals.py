@@ -58,7 +58,8 @@ class SignalsAndResumeTest(unittest.TestCase):
         process = popen("regression.py", "--out", self.out, "--repeats", "3", env=self.env)
         process.stdout.readline()  # the first row, then the reader goes away
         process.stdout.close()
-        stderr = process.stderr.read()
+        with process.stderr:
+            stderr = process.stderr.read()
         process.wait(timeout=60)
         self.assertEqual(process.returncode, 2)
         self.assertEqual(len(stderr.splitlines()), 1, stderr)
@@ -77,7 +78,8 @@ class SignalsAndResumeTest(unittest.TestCase):
                         env=self.env)
         process.stdout.readline()
         process.stdout.close()
-        stderr = process.stderr.read()
+        with process.stderr:
+            stderr = process.stderr.read()
         process.wait(timeout=60)
         self.assertEqual(process.returncode, 2, stderr)
         self.assertIn("standard output failed", stderr)
@@ -166,6 +168,8 @@ class SignalsAndResumeTest(unittest.TestCase):
                 break
         rest = process.stderr.read()
         process.wait(timeout=60)
+        process.stdout.close()
+        process.stderr.close()
         self.assertEqual(process.returncode, 130)
         self.assertNotIn("Traceback", rest)
         self.assertFalse(os.path.exists(self.out))
