@@ -10,6 +10,7 @@ rules, and saves every response as evidence.
     python regression.py --jobs 8 --junit junit.xml --summary-md summary.md --html run.html
     python regression.py --models chat:sonar-pro openai/gpt-5.6-sol   # migration
     python regression.py --cases incident.toml --instructions advisor.txt --max-cost 2
+    python regression.py --batch --cases suite.json --repeats 10   # on the Batch API
     python regression.py --resume run.json                # finish an interrupted run
     python regression.py --regrade run.json --out regraded.json   # re-check, send nothing
     python regression.py --demo demo-run                  # offline, no key
@@ -17,7 +18,8 @@ rules, and saves every response as evidence.
 The file reads top to bottom: what is sent (constants); pure checking and
 summarising; I/O (one request and its row, the record and the reports); the
 command line. How a request is retried, timed out, planned and stopped, and
-how its row is redacted, is in sending.py; the record on disk in record.py.
+how its row is redacted, is in sending.py; the record on disk in record.py;
+the Batch API's files and batches (--batch) in batching.py.
 
 Exit codes:
     0    every check passed on a complete run
