@@ -38,6 +38,18 @@ class BatchHarness(Harness):
     def resume(self, *args):
         return self.main("--resume", self.out, *args, out=False)
 
+    def stop_at_the_first_poll(self):
+        """Ctrl+C while the runner waits: its first poll of a batch raises it."""
+        polls = []
+
+        def before(request):
+            if request.method == "GET" and "/v1/batches/" in request.url.path:
+                polls.append(request)
+                if len(polls) == 1:
+                    raise KeyboardInterrupt
+
+        self.before_request = before
+
     def keys(self, path=None):
         return [(row["model"], row["case_id"], row["repeat"])
                 for row in self.record(path)["runs"]]
@@ -119,15 +131,7 @@ class BatchRunTest(BatchHarness):
 class BatchRecoveryTest(BatchHarness):
 
     def test_a_stop_while_waiting_is_collected_by_resume_without_a_second_batch(self):
-        polls = []
-
-        def before(request):
-            if request.method == "GET" and "/v1/batches/" in request.url.path:
-                polls.append(1)
-                if len(polls) == 1:
-                    raise KeyboardInterrupt  # Ctrl+C while the runner waits
-
-        self.before_request = before
+        self.stop_at_the_first_poll()
         with self.assertRaises(KeyboardInterrupt):
             self.batch()
         saved = self.record()
@@ -181,15 +185,7 @@ class BatchRecoveryTest(BatchHarness):
                 self.assertTrue(all(row["error"] is None for row in self.record()["runs"]))
 
     def test_a_budget_given_to_the_resume_stops_no_collection(self):
-        polls = []
-
-        def before(request):
-            if request.method == "GET" and "/v1/batches/" in request.url.path:
-                polls.append(1)
-                if len(polls) == 1:
-                    raise KeyboardInterrupt
-
-        self.before_request = before
+        self.stop_at_the_first_poll()
         parts = mock.patch.object(batching, "PART_LINES", 3)  # a stop would leave parts out
         parts.start()
         self.addCleanup(parts.stop)
