@@ -334,6 +334,7 @@ class Judged(dict):
     def __init__(self, fields, rows, sha256, first_error):
         super().__init__(fields)
         self.rows, self.sha256, self.first_error = rows, sha256, first_error
+        self.whole = False  # read whole (not in this runner's layout): full_rows does too
 
     def check(self, complete=True, errors=False):
         """The rows, or the ValueError validate_record would raise for this file."""
@@ -352,7 +353,15 @@ def load(path, keep=light):
     memory holds what keep(row) leaves of each row, not the record; ValueError
     with a one-line reason. Rows with an execution error, and an unfinished
     run, are allowed here: Judged.check says what a reader needs."""
-    with open_rows(path) as (fields, runs, digest):
+    try:
+        return load_from(path, keep, whole=False)
+    except NotOurLayout:
+        return load_from(path, keep, whole=True)
+
+
+def load_from(path, keep, whole):
+    """load, reading the file a row at a time, or whole."""
+    with open_rows(path, whole) as (fields, runs, digest):
         if not isinstance(fields, dict):
             raise ValueError("the record is not a JSON object")
         if not isinstance(runs, (list, Rows)):
@@ -364,13 +373,16 @@ def load(path, keep=light):
             row = keep(row)
             rows[key] = row
             kept.append(row)
-        return Judged({**fields, "runs": kept}, rows, digest.hexdigest(), first_error)
+        judged = Judged({**fields, "runs": kept}, rows, digest.hexdigest(), first_error)
+        judged.whole = whole or not isinstance(runs, Rows)
+        return judged
 
 
-def full_rows(path, wanted):
+def full_rows(path, wanted, whole=False):
     """(key, row) judged again and whole, for each key in wanted, in saved
-    order: the rows a resume keeps or a regrade copies, read once more."""
-    with open_rows(path) as (fields, runs, _):
+    order: the rows a resume keeps or a regrade copies, read once more, as
+    load read them (whole: the Judged's whole)."""
+    with open_rows(path, whole) as (fields, runs, _):
         for _, key, row in judged_rows(fields, runs, errors=True):
             if key in wanted:
                 yield key, row
@@ -552,6 +564,10 @@ def read_record(path):
         raise ValueError(f"{path} is not valid JSON ({reason})") from None
 
 
+class NotOurLayout(Exception):
+    """A row line that is not one JSON row: the file is read whole instead."""
+
+
 class Rows:
     """The saved rows of a record in this runner's own layout, parsed one line
     at a time from an open file: iterating twice reads the file twice."""
@@ -566,9 +582,10 @@ class Rows:
                 return
             try:
                 yield json.loads(line.rstrip(b"\n").removesuffix(b","))
-            except (ValueError, RecursionError) as exc:
-                reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
-                raise ValueError(f"{self.path} is not valid JSON ({reason})") from None
+            except (ValueError, RecursionError):
+                # Valid JSON laid out otherwise, or no JSON at all: the whole-file
+                # reader decides, and names the position in the file.
+                raise NotOurLayout() from None
 
 
 def member(line):
@@ -581,30 +598,38 @@ def member(line):
 
 
 def layout(handle, digest):
-    """(fields, offset of the first row) of a record written by RecordFile,
-    whose every member and row is one line; None for any other JSON layout.
-    Every byte is hashed into digest on the way."""
-    lines = iter(handle)
-    fields, start, offset, part = {}, None, 0, "head"
-    for line in lines:
+    """(fields, offset of the first row) of a record written by RecordFile:
+    "{", one member a line, "runs" with one row a line, one member a line,
+    "}", each comma where RecordFile puts it; None for any other layout (the
+    whole-file reader then decides). Every byte is hashed into digest."""
+    fields, start, offset, part, comma = {}, None, 0, "head", None
+    for line in handle:
         digest.update(line)
         offset += len(line)
+        ends_in_comma = line.endswith(b",\n")
         if part == "head" and offset == len(line):
             if line != b"{\n":
                 return None
         elif part == "head" and line == b'"runs": [\n':
-            part, start = "rows", offset
-        elif part == "rows":
-            if line in (b"],\n", b"]\n"):
-                part = "tail" if line == b"],\n" else "end"
-            elif not line.startswith(b"{"):
+            part, start, comma = "rows", offset, None
+        elif part == "rows" and line in (b"],\n", b"]\n"):
+            if comma:  # a comma after the last row
                 return None
+            part, comma = ("tail" if line == b"],\n" else "end"), None
+        elif part == "rows" and line.startswith(b"{"):
+            if comma is False:  # no comma between two rows
+                return None
+            comma = ends_in_comma
         elif part in ("head", "tail") and line.startswith(b'"'):
             found = member(line)
-            if found is None:
+            # Every head member is followed by another; in the tail, all but the last.
+            if found is None or (part == "head" and not ends_in_comma) or comma is False:
                 return None
             fields.update(found)
-        elif part in ("tail", "end") and line in (b"}\n", b"}"):
+            comma = ends_in_comma
+        elif part in ("tail", "end") and line in (b"}\n", b"}") and not comma:
+            if part == "tail" and comma is None:  # "]," with no member after it
+                return None
             part = "closed"
         else:
             return None
@@ -612,7 +637,7 @@ def layout(handle, digest):
 
 
 @contextlib.contextmanager
-def open_rows(path):
+def open_rows(path, whole=False):
     """(fields, runs, sha256) of the record at path: its members but runs, its
     rows as an iterable, and the hash of its bytes; ValueError with the reason.
 
@@ -634,7 +659,7 @@ def open_rows(path):
     with os.fdopen(fd, "rb") as handle:
         try:
             digest = hashlib.sha256()
-            found = layout(handle, digest)
+            found = None if whole else layout(handle, digest)
             if found is not None:
                 fields, runs = found[0], Rows(handle, found[1], path)
             else:

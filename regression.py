@@ -549,9 +549,13 @@ def run_batch(run, client, plan, saved, started):
     resume = command_hint("--resume", run.out)
     later = ("it ends with the demo" if run.demo else  # a demo record is never resumed
              f"{run.out} keeps its ids: collect it later with: {resume}")
+    plan.note = ("Stopping: nothing more is uploaded or submitted; every step done is saved"
+                 + ("." if run.demo else f": carry on with: {resume}"))
     for part in parts:
         if part["collected"]:
             continue
+        if plan.stopped:
+            return
         try:
             if part["input_file_id"] is None:
                 data = b"".join(map(functools.partial(batch_line, run),
@@ -559,6 +563,8 @@ def run_batch(run, client, plan, saved, started):
                 part["input_file_id"] = batching.upload(client, data)
                 del data
                 run.checkpoint()
+            if plan.stopped:
+                return
             if part["batch_id"] is None:
                 key = batching.idempotency_key(run.head["created_at"], part)
                 part["batch_id"] = batching.create(client, part["input_file_id"], key)["id"]
@@ -568,6 +574,8 @@ def run_batch(run, client, plan, saved, started):
                              f"({api_failure(exc, run.secrets)}); the record {run.out} "
                              f"keeps every step done; carry on with: {resume}") from None
     total = sum(part["stop"] - part["start"] for part in parts)
+    if plan.stopped:
+        return
     print(f"{total} rows in {len(parts)} batch{'es' if len(parts) > 1 else ''} of the "
           f"Batch API ({', '.join(part['batch_id'] for part in parts)}); waiting for the "
           f"answers (within 24 h). Ctrl+C stops the wait, not the batch.", flush=True)
@@ -580,6 +588,11 @@ def run_batch(run, client, plan, saved, started):
             try:
                 batch = batching.retrieve(client, part["batch_id"])
             except (APIError, httpx.HTTPError) as exc:
+                if getattr(exc, "status_code", None) == 404:
+                    raise ValueError(f"the Batch API does not know batch {part['batch_id']} "
+                                     "(another key or organization, or older than the 30 days "
+                                     "it keeps batches): its rows cannot be collected; start "
+                                     "a new run") from None
                 failures += 1
                 if failures > batching.POLL_FAILURES:
                     raise ValueError(f"cannot reach the Batch API "
@@ -592,7 +605,12 @@ def run_batch(run, client, plan, saved, started):
             part["counts"] = {name: counts.get(name) for name in ("total", "completed", "failed")
                               if type(counts.get(name)) is int} if isinstance(counts, dict) else {}
             if part["status"] in batching.TERMINAL:
-                collect(run, client, plan, saved, part, batch, started)
+                try:
+                    collect(run, client, plan, saved, part, batch, started)
+                except (APIError, httpx.HTTPError) as exc:
+                    raise ValueError(f"cannot download the answers of batch {part['batch_id']} "
+                                     f"({api_failure(exc, run.secrets)}); the rows saved so "
+                                     f"far are kept: collect the rest with: {resume}") from None
         line = batching.counts_line(parts, total, time.monotonic() - started)
         if all(part["collected"] for part in parts):
             break
@@ -603,8 +621,8 @@ def run_batch(run, client, plan, saved, started):
         delay = min(delay * 2, batching.MAX_POLL_SECONDS)
     failed = sum(1 for index, row in run.rows.items() if row["error"] and "batch" in row)
     if failed and all(part["collected"] for part in parts):
-        warn(f"{failed} row{'s' if failed > 1 else ''} came back from the batch without an "
-             "answer (execution errors, no verdict); "
+        warn(f"{failed} row{'s' if failed > 1 else ''} of the batch ended in an execution "
+             "error (an error line, or never run: no verdict); "
              + ("run the demo again" if run.demo else f"send them directly with: {resume}"))
 
 
@@ -807,7 +825,7 @@ OPTIONS = [  # flag, argparse keywords; help says what it does and its default
     ("--prove", dict(type=rate, metavar="RATE", help="repeat each (model, case) one at a "
                      "time until a repeat fails (not qualified; nothing more is sent for it) "
                      "or its pass rate is proved at least RATE at --confidence, e.g. 0.9: "
-                     "29 passes in a row at 95 %")),
+                     "29 passes in a row at 95 %%")),  # %% : argparse formats help
     ("--max-repeats", dict(type=int, metavar="N", help="with --prove, the most repeats of "
                            f"one pair, 1..{record.MAX_PROVE_REPEATS} (default: what RATE "
                            "needs; refused below that)")),
@@ -1145,13 +1163,17 @@ def resume_run(args, path, secrets):
     times = previous.get("resumed", 0) if isinstance(previous, dict) else 0
     execution["resumed"] = (times if type(times) is int else 0) + 1
     head = {k: v for k, v in saved.items()
-            if k not in ("runs", "pending", "execution", "summary")}
+            if k not in ("runs", "pending", "batch", "execution", "summary")}
     # Every kept row was judged again by this checker: the record says so from now on.
     head["checker_sha256"] = record.checker_sha256()
     run = Run(models, cases, repeats, instructions, path, head, execution,
               {name: execution[name] for name in REPORTS}, kept, secrets, replace=True,
               pending=pending, batch=batch)
-    run.copied = functools.partial(copied_rows, path, where, wanted)
+    if batch is not None and args.max_cost is not None and any(
+            part["batch_id"] is None for part in batch["parts"] or [{"batch_id": None}]):
+        raise ValueError("parts of its batch are not submitted yet, and a batch runs all its "
+                         "rows once submitted, so no budget can stop it; drop --max-cost")
+    run.copied = functools.partial(copied_rows, path, where, wanted, saved.whole)
     run.notes = record.evidence_notes(saved, rows, path)
     return run
 
@@ -1173,15 +1195,15 @@ def regrade_run(args, path, secrets):
     run = Run(models, cases, repeats, instructions, args.out or "regraded.json", head,
               execution_of(args), {name: getattr(args, name) for name in REPORTS},
               {where[key]: row for key, row in rows.items()}, secrets, regrade=True)
-    run.copied = functools.partial(copied_rows, path, where, set(rows))
+    run.copied = functools.partial(copied_rows, path, where, set(rows), saved.whole)
     run.notes = record.evidence_notes(saved, rows, path)
     run.saved_execution = saved.get("execution")
     return run
 
 
-def copied_rows(path, where, wanted):
+def copied_rows(path, where, wanted, whole):
     """(plan index, whole row) of the saved rows a new record copies, read again."""
-    return ((where[key], row) for key, row in record.full_rows(path, wanted))
+    return ((where[key], row) for key, row in record.full_rows(path, wanted, whole))
 
 
 def prepare(args):
@@ -1475,9 +1497,12 @@ def start_lines(run, args):
             print(reports.visible(f"CAUTION: {note}"))
         fetch = sum(1 for entry in run.pending.values() if entry["id"] is not None)
         unknown = len(run.pending) - fetch
+        batched = sum(1 for index, _ in run.todo() if run.in_batch(index))
         print(f"Resuming {run.out}: {len(run.rows)} of {len(run.entries)} rows kept, "
-              f"{fetch} to fetch by their saved ids (paid for, never sent again), "
-              f"{len(run.entries) - len(run.rows) - fetch} to send.")
+              + (f"{batched} to collect from the Batch API (or to submit, where their part "
+                 "was not), " if batched else "")
+              + f"{fetch} to fetch by their saved ids (paid for, never sent again), "
+              f"{len(run.entries) - len(run.rows) - fetch - batched} to send.")
         if unknown:
             print(f"{unknown} of those to send may have been paid for already: the run "
                   "stopped after sending them, before their id came back.")

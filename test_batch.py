@@ -8,11 +8,14 @@ moves one stage per poll.
 import contextlib
 import io
 import os
+import shlex
 import signal
 import subprocess
 import threading
 import unittest
 from unittest import mock
+
+import httpx
 
 import batching
 import regression
@@ -208,6 +211,71 @@ class BatchRecoveryTest(BatchHarness):
         self.assertEqual(code, 1, err)
 
 
+class BatchStepsTest(BatchHarness):
+    """A stop or a failure at a step of a batch: one line, and a resume that carries on."""
+
+    def test_ctrl_c_during_an_upload_submits_nothing_more(self):
+        def before(request):
+            if request.method == "POST" and request.url.path == "/v1/files":
+                os.kill(os.getpid(), signal.SIGINT)  # taken by the runner's handler
+
+        self.before_request = before
+        with mock.patch.object(batching, "PART_LINES", 3), \
+                self.assertRaises(KeyboardInterrupt):
+            self.batch()
+        self.assertEqual((self.state["file_creates"], self.state["batch_creates"]), (1, 0))
+        self.before_request = None
+        code, _, err = self.resume()
+        self.assertEqual(code, 1, err)
+        self.assertEqual((self.state["file_creates"], len(self.state["batches"])), (3, 3))
+
+    def test_a_failed_download_is_one_line_and_resume_collects(self):
+        def before(request):
+            if request.url.path.endswith("/content"):
+                raise httpx.ConnectError("connection reset")
+
+        self.before_request = before
+        code, _, err = self.batch()
+        self.assertEqual(code, 2)
+        self.assertNotIn("Traceback", err)
+        self.assertIn("cannot download the answers of batch", err)
+        self.before_request = None
+        code, _, err = quiet(regression.main, hinted(err))
+        self.assertEqual(code, 1, err)
+        self.assertEqual(len(self.record()["runs"]), 8)
+
+    def test_a_batch_the_api_does_not_know_is_not_sent_to_resume_again(self):
+        self.stop_at_the_first_poll()
+        with self.assertRaises(KeyboardInterrupt):
+            self.batch()
+        self.state["batches"].clear()  # another organization's key, or past 30 days
+        self.before_request = None
+        code, _, err = self.resume()
+        self.assertEqual(code, 2)
+        self.assertIn("does not know batch", err)
+        self.assertNotIn("--resume", err)
+
+    def test_a_budget_is_refused_where_a_resume_would_submit_a_batch(self):
+        with mock.patch.object(batching, "upload", side_effect=OSError("killed")), \
+                self.assertRaises(OSError):
+            self.batch()
+        code, _, err = self.resume("--max-cost", "1")
+        self.assertEqual(code, 2)
+        self.assertIn("drop --max-cost", err)
+        self.assertEqual(self.state["file_creates"], 0)
+
+    def test_a_resumed_batch_record_holds_its_batch_once(self):
+        self.stop_at_the_first_poll()
+        with self.assertRaises(KeyboardInterrupt):
+            self.batch()
+        self.before_request = None
+        code, out, err = self.resume()
+        self.assertEqual(code, 1, err)
+        self.assertIn("8 to collect from the Batch API", out)
+        with open(self.out, encoding="utf-8") as handle:
+            self.assertEqual(sum(line.startswith('"batch"') for line in handle), 1)
+
+
 class BatchFlagsTest(BatchHarness):
 
     def test_what_cannot_be_batched_is_refused_in_one_line(self):
@@ -281,6 +349,11 @@ class BatchProcessTest(unittest.TestCase):
         self.assertEqual(done.returncode, 1, done.stderr)
         self.assertEqual(saved_rows(out), 8)
         self.assertEqual(len(server.state["batches"]), 1)
+
+
+def hinted(text):
+    """The arguments of the command a message prints after "with: ", as printed."""
+    return shlex.split(text.rsplit("with: ", 1)[1].splitlines()[0])[2:]
 
 
 if __name__ == "__main__":

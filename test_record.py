@@ -285,6 +285,44 @@ class LoadTest(unittest.TestCase):
                 self.assertEqual(loaded.sha256, record.file_sha256(
                     os.path.join(self.folder, f"{layout}.json")))
 
+    def test_it_reads_exactly_what_the_whole_file_reader_reads(self):
+        own = read_text(self.saved(valid_record(), "own"))
+        lines = own.splitlines(keepends=True)
+        first_row = lines.index('"runs": [\n') + 1
+        variants = {
+            "as written": own,
+            "no comma between rows": own.replace("},\n{", "}\n{", 1),
+            "no comma between tail members": own.replace(',\n"summary"', '\n"summary"', 1),
+            "a comma before the closing brace": own[:own.rindex("\n}")] + ",\n}\n",
+            "a comma after the last row": own.replace("}\n],", "},\n],", 1),
+            "a row over two lines": "".join(
+                lines[:first_row] + [lines[first_row].replace(', "model"', ',\n"model"', 1)]
+                + lines[first_row + 1:]),
+            "two rows on one line": own.replace("},\n{", "}, {", 1),
+            "crlf": own.replace("\n", "\r\n"),
+        }
+        for name, text in variants.items():
+            with self.subTest(name):
+                path = os.path.join(self.folder, "variant.json")
+                write_text(path, text)
+                try:
+                    expected = {key: record.light(row) for key, row in
+                                record.validate_record(record.read_record(path)).items()}
+                except ValueError:
+                    expected = None
+                try:
+                    got = record.load(path).check()
+                except ValueError:
+                    got = None
+                self.assertEqual(got, expected)
+                if name == "as written":  # read a row at a time, not whole
+                    self.assertFalse(record.load(path).whole)
+                if expected is not None:
+                    keys = set(expected)
+                    whole = record.load(path).whole
+                    self.assertEqual(len(list(record.full_rows(path, keys, whole))), len(keys))
+                os.unlink(path)
+
     def test_rows_are_kept_light_unless_keep_says_otherwise(self):
         path = self.saved(valid_record(), "own")
         self.assertTrue(all(row["response"] is None for row in record.load(path)["runs"]))

@@ -1583,6 +1583,18 @@ class EvidenceTest(Harness):
 
 
 class SmallThingsTest(Harness):
+    def test_help_is_printed_with_exit_0(self):
+        import compare_runs
+
+        for main in (regression.main, compare_runs.main):
+            with self.subTest(main.__module__), self.assertRaises(SystemExit) as raised, \
+                    contextlib.redirect_stdout(io.StringIO()) as out:
+                main(["--help"])
+            self.assertEqual(raised.exception.code, 0)
+            self.assertIn("usage:", out.getvalue())
+            if main is regression.main:
+                self.assertIn("29 passes in a row at 95 %", " ".join(out.getvalue().split()))
+
     def usage_error(self, *args):
         with self.assertRaises(SystemExit) as raised, \
                 contextlib.redirect_stderr(io.StringIO()) as errors:
