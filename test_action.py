@@ -146,11 +146,18 @@ class DecisionsTest(unittest.TestCase):
         self.assertNotIn("| label |", body)
 
     def test_only_a_comment_that_begins_with_the_mark_is_ours(self):
+        bot = {"login": comment.AUTHOR, "type": "Bot"}
         table = [
             ([], None),
-            ([{"id": 1, "body": "> " + comment.MARKER}, {"id": 2, "body": "lgtm"}], None),
-            ([{"id": 1, "body": "x"}, {"id": 3, "body": comment.MARKER + "\nold"}], 3),
-            ([{"id": 4, "body": None}, "junk", {"id": 5, "body": comment.MARKER}], 5),
+            ([{"id": 1, "body": "> " + comment.MARKER, "user": bot},
+              {"id": 2, "body": "lgtm", "user": bot}], None),
+            ([{"id": 1, "body": "x", "user": bot},
+              {"id": 3, "body": comment.MARKER + "\nold", "user": bot}], 3),
+            ([{"id": 4, "body": None}, "junk", {"id": 5, "body": comment.MARKER, "user": bot}], 5),
+            # the mark, posted by someone else first: never adopted
+            ([{"id": 6, "body": comment.MARKER + "\nPASS", "user": {"login": "mallory"}},
+              {"id": 7, "body": comment.MARKER, "user": bot}], 7),
+            ([{"id": 8, "body": comment.MARKER, "user": None}], None),
         ]
         for comments, found in table:
             with self.subTest(comments=comments):
@@ -229,7 +236,8 @@ class CommentsHandler(BaseHTTPRequestHandler):
             size, page = int(params["per_page"]), int(params["page"])
             return self.answer(200, server.comments[(page - 1) * size:page * size])
         if self.command == "POST" and path == issue:
-            server.comments.append({"id": 1000 + len(server.comments), "body": body["body"]})
+            server.comments.append({"id": 1000 + len(server.comments), "body": body["body"],
+                                    "user": {"login": "github-actions[bot]", "type": "Bot"}})
             return self.answer(201, server.comments[-1])
         found = re.fullmatch(f"/repos/{REPO}/issues/comments/([0-9]+)", path)
         if self.command == "PATCH" and found:

@@ -292,8 +292,14 @@ class ReadmeTest(unittest.TestCase):
         self.assertIn("still running", summary)
         part = read_json(os.path.join(self.folder, "nightly", "results.json"))["batch"]["parts"][0]
         self.assertTrue(part["batch_id"])
-        hold.set()
         later = {**env, "SCHEDULE": "47 */2 * * *"}
+        kept = self.server.state["batches"].pop(part["batch_id"])  # the API cannot be asked
+        code, summary = self.step("Submit or collect", later, "nightly-batch.yml")
+        self.assertEqual(code, 2, summary)
+        self.assertIn("NOT COLLECTED (exit 2)", summary)
+        self.assertTrue(os.path.exists(os.path.join(self.folder, "nightly", "results.json")))
+        self.server.state["batches"][part["batch_id"]] = kept
+        hold.set()
         code, summary = self.step("Submit or collect", later, "nightly-batch.yml")
         self.assertEqual(code, 0, summary)
         self.assertIn("Nightly batch: PASS (exit 0)", summary)

@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from reports import cell  # noqa: E402 - the runner's Markdown escaping, from its folder
 
 MARKER = "<!-- agent-regression-runner -->"  # GitHub shows no comment; finds ours
+AUTHOR = "github-actions[bot]"  # who writes with the GITHUB_TOKEN a job is given
 PER_PAGE = 100  # the most comments the API lists at once
 MAX_PAGES = 50  # 5,000 comments: a pull request with more gets a new comment
 MAX_ROWS = 50  # rows listed in a comment; the comparison page has them all
@@ -83,9 +84,13 @@ def comment_body(said, links):
 
 
 def marked(comments):
-    """The id of the first comment that begins with this action's mark, or None."""
+    """The id of the first comment this action wrote: one that begins with its
+    mark and whose author is the job's token (anyone may post the mark, which
+    GitHub does not show, to have the verdict written where they can edit it)."""
     for comment in comments:
-        if isinstance(comment, dict) and str(comment.get("body") or "").startswith(MARKER):
+        if (isinstance(comment, dict) and str(comment.get("body") or "").startswith(MARKER)
+                and isinstance(comment.get("user"), dict)
+                and comment["user"].get("login") == AUTHOR):
             return comment.get("id")
     return None
 
