@@ -411,6 +411,11 @@ def facts_html(row):
              ("seconds", number(field(row, "seconds"))),
              ("attempts", esc(field(row, "attempts")) or "—"),
              ("waited seconds", number(field(row, "waited_seconds")))]
+    batch = field(row, "batch")
+    if isinstance(batch, dict):  # answered in a batch of the Batch API: its receipts
+        facts.append(("batch", " · ".join(f"<code>{esc(field(batch, name))}</code>"
+                                          for name in ("id", "custom_id", "request_id")
+                                          if field(batch, name) is not None) or "—"))
     table = ("<table><tr>" + "".join(f"<th>{name}</th>" for name, _ in facts) + "</tr><tr>"
              + "".join(f"<td>{value}</td>" for _, value in facts) + "</tr></table>")
     if field(row, "error") is None and field(row, "error_message") is None:

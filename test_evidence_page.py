@@ -545,6 +545,14 @@ class ReceiptsOnThePage(unittest.TestCase):
         self.assertIn("A REGRADE: the saved responses of <code>old.json</code>", page)
         self.assertNotIn("A REGRADE", evidence_page.run_page(realistic_record()))
 
+    def test_a_row_from_a_batch_shows_its_batch_line_and_request(self):
+        data = realistic_record()
+        data["runs"][0]["batch"] = {"id": "batch_7", "custom_id": "row-0",
+                                    "request_id": "req_<9>"}
+        page = evidence_page.run_page(data)
+        self.assertEqual(page.count("<code>batch_7</code> · <code>row-0</code> · "
+                                    "<code>req_&lt;9&gt;</code>"), 1)
+
     def test_a_row_answered_by_another_model_says_which(self):
         record = realistic_record()
         record["runs"][0]["answered_model"] = "other/model"
