@@ -564,8 +564,9 @@ def read_record(path):
         raise ValueError(f"{path} is not valid JSON ({reason})") from None
 
 
-class NotOurLayout(Exception):
-    """A row line that is not one JSON row: the file is read whole instead."""
+class NotOurLayout(ValueError):
+    """A row line that is not one JSON row: load reads the file whole instead.
+    Met anywhere else, the file changed since load read it."""
 
 
 class Rows:
@@ -585,7 +586,8 @@ class Rows:
             except (ValueError, RecursionError):
                 # Valid JSON laid out otherwise, or no JSON at all: the whole-file
                 # reader decides, and names the position in the file.
-                raise NotOurLayout() from None
+                raise NotOurLayout(f"{self.path} changed while it was read, or is not "
+                                   "valid JSON; try again") from None
 
 
 def member(line):
