@@ -446,7 +446,7 @@ def main(argv=None):
     parser.add_argument("--kills", type=int, default=50, metavar="N",
                         help="kill -9 trials in table 4 (default: 50)")
     parser.add_argument("--only", choices=["memory"], help="print only the --batch and "
-                        "memory tables (a few minutes)")
+                        "memory tables (about a minute and a half)")
     args = parser.parse_args(argv)
     if args.only == "memory":
         batch_table()

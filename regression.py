@@ -833,10 +833,10 @@ OPTIONS = [  # flag, argparse keywords; help says what it does and its default
                           "and wait for its answer, instead of in background mode with its id "
                           "saved first (for organizations where background mode is not "
                           "available, e.g. with zero data retention)")),
-    ("--batch", dict(action="store_const", const=True, help="send every row as one job of "
-                     "the Batch API (answers within 24 h, outside the request rate limit) and "
-                     "wait for it; a stopped wait is collected with --resume, which never "
-                     "submits again")),
+    ("--batch", dict(action="store_const", const=True, help="send every row through the "
+                     "Batch API, one batch per part of up to 50,000 rows (answers within 24 h, "
+                     "outside the request rate limit), and wait for them; a stopped wait is "
+                     "collected with --resume, which never submits again")),
     ("--max-cost", dict(type=money, metavar="USD", help="start no new request once the "
                         "run's reported cost reaches USD (the run is then incomplete: exit 2)")),
     ("--junit", dict(metavar="FILE", help="also write a JUnit XML report (replaces an "

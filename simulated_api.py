@@ -90,6 +90,7 @@ up an answer, and latency, faults and hold leave Files and Batches alone:
                    in_progress with no row answered (a poll still answers at once)
     batch_faults   a list of (status, headers, body) answered, in turn, to
                    Files and Batches requests before normal answers resume
+                   (None: that request is answered as usual)
     batch_lose_creates  how many of the next new batches are made but answered
                    with a 500, as if the answer were lost (the SDK retries)
     batch_max_lines, batch_max_bytes  an input file's limits (BATCH_MAX_LINES,
@@ -403,8 +404,9 @@ def batch_endpoint(state, method, path, headers, raw_body):
             state[counter] += 1
         if not authorization.startswith("Bearer ") or len(authorization) <= 7:
             return error(401, "missing or invalid API key")
-        if state["batch_faults"]:
-            return state["batch_faults"].pop(0)
+        fault = state["batch_faults"].pop(0) if state["batch_faults"] else None
+        if fault is not None:  # None in the list: that request is answered as usual
+            return fault
         if route == ("POST", "files", 1, None):
             return upload_file(state, headers.get("Content-Type", ""), raw_body)
         if route in {("GET", "files", 2, None), ("DELETE", "files", 2, None),

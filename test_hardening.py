@@ -290,16 +290,20 @@ class ReadmeTest(unittest.TestCase):
         code, summary = self.step("Submit or collect", env, "nightly-batch.yml")
         self.assertEqual(code, 0, summary)
         self.assertIn("still running", summary)
-        part = read_json(os.path.join(self.folder, "nightly", "results.json"))["batch"]["parts"][0]
+        open_record = os.path.join(self.folder, "nightly", "results.json")
+        part = read_json(open_record)["batch"]["parts"][0]
         self.assertTrue(part["batch_id"])
+        with open(open_record, "rb") as handle:
+            still_out = handle.read()
         later = {**env, "SCHEDULE": "47 */2 * * *"}
-        kept = self.server.state["batches"].pop(part["batch_id"])  # the API cannot be asked
+        hold.set()
+        # Two polls answered, then the download fails: the record stays open.
+        self.server.state["batch_faults"] = [None, None, (500, [], {"error": {
+            "message": "the file store is down"}})]
         code, summary = self.step("Submit or collect", later, "nightly-batch.yml")
         self.assertEqual(code, 2, summary)
         self.assertIn("NOT COLLECTED (exit 2)", summary)
-        self.assertTrue(os.path.exists(os.path.join(self.folder, "nightly", "results.json")))
-        self.server.state["batches"][part["batch_id"]] = kept
-        hold.set()
+        self.assertTrue(os.path.exists(open_record))
         code, summary = self.step("Submit or collect", later, "nightly-batch.yml")
         self.assertEqual(code, 0, summary)
         self.assertIn("Nightly batch: PASS (exit 0)", summary)
@@ -309,6 +313,16 @@ class ReadmeTest(unittest.TestCase):
         code, summary = self.step("Submit or collect", later, "nightly-batch.yml")
         self.assertEqual(code, 0, summary)
         self.assertIn("nothing to collect", summary)
+        # A record whose batch the API does not know is closed, never retried forever.
+        with open(open_record, "wb") as handle:
+            handle.write(still_out)
+        os.unlink(os.path.join(self.folder, "nightly", "closed"))
+        self.server.state["batches"].pop(part["batch_id"])
+        code, summary = self.step("Submit or collect", later, "nightly-batch.yml")
+        self.assertEqual(code, 2, summary)
+        self.assertIn("NO VERDICT (exit 2)", summary.splitlines()[-1])
+        self.assertFalse(os.path.exists(open_record))
+        self.assertTrue(os.path.exists(os.path.join(self.folder, "nightly", "closed")))
 
     def test_the_ci_recipe_gates_on_a_committed_baseline(self):
         env = self.ci_job(repeats=2)
