@@ -378,6 +378,21 @@ def load_from(path, keep, whole):
         return judged
 
 
+def derived_summary(judged):
+    """The summary of a record read by load, counted from its rows as judged
+    again, never its saved summary."""
+    config, execution = judged["config"], judged.get("execution")
+    confidence = (config.get("prove") or {}).get("confidence") or (
+        execution.get("confidence") if isinstance(execution, dict) else None)
+    if type(confidence) is not float or not 0.5 <= confidence <= 0.999:
+        confidence = checker.CONFIDENCE
+    tally = checker.Tally(config["models"], config["repeats"], config["cases"], confidence,
+                          config.get("prove"))
+    for row in judged.rows.values():
+        tally.add(row)
+    return tally.summary()
+
+
 def full_rows(path, wanted, whole=False):
     """(key, row) judged again and whole, for each key in wanted, in saved
     order: the rows a resume keeps or a regrade copies, read once more, as

@@ -17,7 +17,7 @@ import unittest
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import simulated_api
-from testing import HERE, clean_env, cli, loopback_env, loopback_server, read_json, \
+from testing import HERE, Harness, clean_env, cli, loopback_env, loopback_server, read_json, \
     read_text, slow, temp_dir, wait_until, write_text
 
 sys.path.insert(0, os.path.join(HERE, "action"))
@@ -55,6 +55,18 @@ def said(**changes):
             "lines": ["Regression run: REGRESSION (exit 1), a model failed a check.",
                       "**Gate: REGRESSION (exit 1)**"]}
     return {**base, **changes}
+
+
+class GateReadsEvidenceTest(Harness):
+    unsafe_models = ("offline/hasty",)
+
+    def test_the_run_verdict_comes_from_the_saved_responses_not_the_saved_summary(self):
+        self.main("--models", "offline/hasty")
+        saved = self.record()
+        saved["summary"] = {**saved["summary"], "exit_code": 0}
+        saved["summary"]["models"]["offline/hasty"]["qualified"] = True
+        write_text(self.out, json.dumps(saved))
+        self.assertTrue(gate.run_verdict(self.out).startswith("REGRESSION"))
 
 
 class DecisionsTest(unittest.TestCase):

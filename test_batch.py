@@ -19,7 +19,7 @@ import httpx
 
 import batching
 import regression
-from testing import (Harness, KEY, loopback_env, loopback_server, popen, quiet, read_json,
+from testing import (Harness, loopback_env, loopback_server, popen, quiet, read_json,
                      saved_rows, slow, temp_dir, wait_until)
 
 MODELS = ["openai/gpt-5.6-sol", "offline/hasty"]  # the simulated API's unsafe model: a failure

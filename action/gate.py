@@ -186,16 +186,17 @@ def read_event(path):
 def comparison_result(baseline, results):
     """The comparison as compare_runs.py judged it, or None if it cannot be read."""
     try:
-        return compare_runs.comparison(record.read_record(baseline), record.read_record(results),
+        return compare_runs.comparison(record.load(baseline), record.load(results),
                                        paths=(baseline, results))
     except ValueError:
         return None
 
 
 def run_verdict(results):
-    """The run's own verdict line, or None without a finished record."""
+    """The run's verdict line, derived from its saved responses, or None
+    without a readable record."""
     try:
-        return checker.verdict_line(record.read_record(results)["summary"])
+        return checker.verdict_line(record.derived_summary(record.load(results)))
     except (ValueError, KeyError, TypeError):
         return None
 
