@@ -1498,23 +1498,20 @@ class EvidenceTest(Harness):
         self.assertIn(f"CAUTION: {path} was judged by another version of checker.py", output)
         self.assertEqual(self.record(path)["checker_sha256"], record.checker_sha256())
 
-    def test_resume_refuses_an_edited_cost(self):
+    def test_resume_refuses_an_edited_cost_and_a_demo_record(self):
         self.main()
-        path = self.edited(lambda saved: saved["runs"][0].update(cost_usd="0"))
-        sent = len(self.state["requests"])
-        code, _, errors = self.main("--resume", path, out=False)
-        self.assertEqual(code, 2)
-        self.assertIn("its saved cost_usd does not match its saved response", errors)
-        self.assertEqual(len(self.state["requests"]), sent)
-
-    def test_resume_refuses_a_demo_record(self):
-        self.main()
-        path = self.edited(lambda saved: saved.update(evidence="synthetic"))
-        sent = len(self.state["requests"])
-        code, _, errors = self.main("--resume", path, out=False)
-        self.assertEqual(code, 2)
-        self.assertIn("synthetic demo data", errors)
-        self.assertEqual(len(self.state["requests"]), sent)
+        for name, edit, words in (
+                ("an edited cost", lambda saved: saved["runs"][0].update(cost_usd="0"),
+                 "its saved cost_usd does not match its saved response"),
+                ("a demo record", lambda saved: saved.update(evidence="synthetic"),
+                 "synthetic demo data")):
+            with self.subTest(name):
+                path = self.edited(edit)
+                sent = len(self.state["requests"])
+                code, _, errors = self.main("--resume", path, out=False)
+                self.assertEqual(code, 2)
+                self.assertIn(words, errors)
+                self.assertEqual(len(self.state["requests"]), sent)
 
     def test_a_row_missing_any_field_is_one_line_and_exit_2(self):
         self.main()

@@ -240,24 +240,24 @@ class BatchCreateTest(BatchTest):
                    for key in ({}, {}, {"idempotency_key": "a"}, {"idempotency_key": "b"})]
         self.assertEqual(len({batch.id for batch in batches}), 4)
 
-    def test_a_lost_answer_retried_by_the_sdk_makes_one_batch(self):
+    def create_after_a_lost_answer(self, **key):
+        """The batch a create makes when its first answer is lost and the SDK
+        retries it once."""
         self.state["batch_lose_creates"] = 1
         client = simulated_api.sdk_client(self.state, max_retries=1)
         self.addCleanup(client.close)
         upload = self.upload(every_request())
         with mock.patch.object(client, "_calculate_retry_timeout", return_value=0):
-            batch = client.batches.create(endpoint="/v1/responses", input_file_id=upload.id,
-                                          idempotency_key="run-1")
+            return client.batches.create(endpoint="/v1/responses", input_file_id=upload.id,
+                                         **key)
+
+    def test_a_lost_answer_retried_by_the_sdk_makes_one_batch(self):
+        batch = self.create_after_a_lost_answer(idempotency_key="run-1")
         self.assertEqual(list(self.state["batches"]), [batch.id])
         self.assertEqual(self.state["batch_creates"], 2)
 
     def test_a_lost_answer_without_a_key_makes_a_second_batch_on_retry(self):
-        self.state["batch_lose_creates"] = 1
-        client = simulated_api.sdk_client(self.state, max_retries=1)
-        self.addCleanup(client.close)
-        upload = self.upload(every_request())
-        with mock.patch.object(client, "_calculate_retry_timeout", return_value=0):
-            client.batches.create(endpoint="/v1/responses", input_file_id=upload.id)
+        self.create_after_a_lost_answer()
         self.assertEqual(len(self.state["batches"]), 2)
 
     def test_a_new_batch_is_validating_with_every_field_the_sdk_models(self):
