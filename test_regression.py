@@ -1580,6 +1580,21 @@ class EvidenceTest(Harness):
 
 
 class SmallThingsTest(Harness):
+    def test_a_run_holds_its_saved_rows_without_their_responses(self):
+        held = []
+        finish = regression.finish
+
+        def finishing(run, interrupted):
+            held.extend(run.rows.values())
+            return finish(run, interrupted)
+
+        with mock.patch.object(regression, "finish", finishing):
+            code, _, _ = self.main("--repeats", "2", "--html", self.path("page.html"))
+        self.assertEqual(code, 0)
+        self.assertEqual(len(held), 16)
+        self.assertTrue(all(row["response"] is None and row["light"] for row in held))
+        self.assertTrue(all(row["response"] for row in self.record()["runs"]))  # the record: whole
+
     def test_help_is_printed_with_exit_0(self):
         import compare_runs
 
