@@ -775,26 +775,26 @@ class CliTest(Files, unittest.TestCase):
 # --------------------------------------------------------------------------
 
 
-@slow("the real CLI against a loopback API")
+@slow("the printed command runs in a shell, as printed")
 class UnfinishedRecordTest(unittest.TestCase):
     def test_an_unfinished_record_is_refused_with_the_command_that_finishes_it(self):
-        from testing import loopback_env, loopback_server
+        from testing import in_process, loopback_env, loopback_server
 
         server = loopback_server(self)
         env = loopback_env(server)
         folder = temp_dir(self)
         done = os.path.join(folder, "done.json")
         part = os.path.join(folder, "part.json")
-        self.assertEqual(cli("regression.py", "--out", done, env=env).returncode, 0)
+        self.assertEqual(in_process("regression.py", "--out", done, env=env).returncode, 0)
         server.state["faults"] = [(401, [], {"error": {"message": "bad key"}})]
-        self.assertEqual(cli("regression.py", "--out", part, env=env).returncode, 2)
-        refused = cli("compare_runs.py", done, part, env=env)
+        self.assertEqual(in_process("regression.py", "--out", part, env=env).returncode, 2)
+        refused = in_process("compare_runs.py", done, part, env=env)
         self.assertEqual(refused.returncode, 2)
         hint = refused.stdout.rsplit("finish it first with: ", 1)[1].strip()
         finished = subprocess.run(hint, shell=True, env=env, capture_output=True, text=True,
                                   timeout=120)  # exactly as printed
         self.assertEqual(finished.returncode, 0, finished.stderr)
-        self.assertEqual(cli("compare_runs.py", done, part, env=env).returncode, 0)
+        self.assertEqual(in_process("compare_runs.py", done, part, env=env).returncode, 0)
 
 
 class UnfinishedByBudgetTest(Harness):

@@ -676,25 +676,28 @@ class Browser(unittest.TestCase):
 # (the page's own policy forbids scripts, and stays in force) and writes what
 # it found into its own DOM, which Chromium dumps.
 FRAME = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>
-<iframe id="page" width="{width}" height="900" style="border:0" srcdoc="{page}"></iframe>
+{frames}
 <script>
 addEventListener("load", () => {{
-  const frame = document.getElementById("page"), doc = frame.contentDocument;
-  doc.querySelectorAll("details").forEach(d => {{ d.open = true; }});
-  const root = doc.documentElement, width = root.clientWidth;
-  const scrolls = e => /auto|scroll/.test(frame.contentWindow.getComputedStyle(e).overflowX);
-  const inScroller = e => {{
-    for (let a = e.parentElement; a; a = a.parentElement) if (scrolls(a)) return true;
-    return false;
-  }};
-  // Past the right edge, or holding text that runs past its own.
-  const wide = [...doc.body.querySelectorAll("*")].filter(e => !inScroller(e) && (
-    e.getBoundingClientRect().right > width + 0.5 ||
-    (!scrolls(e) && e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1)));
-  document.body.setAttribute("data-fit", JSON.stringify({{
-    width, scrollWidth: root.scrollWidth,
-    wide: wide.slice(0, 5).map(e => `${{e.tagName}}.${{e.className}}: ` +
-                                     e.textContent.slice(0, 60))}}));
+  const fits = {{}};
+  for (const frame of document.querySelectorAll("iframe")) {{
+    const doc = frame.contentDocument;
+    doc.querySelectorAll("details").forEach(d => {{ d.open = true; }});
+    const root = doc.documentElement, width = root.clientWidth;
+    const scrolls = e => /auto|scroll/.test(frame.contentWindow.getComputedStyle(e).overflowX);
+    const inScroller = e => {{
+      for (let a = e.parentElement; a; a = a.parentElement) if (scrolls(a)) return true;
+      return false;
+    }};
+    // Past the right edge, or holding text that runs past its own.
+    const wide = [...doc.body.querySelectorAll("*")].filter(e => !inScroller(e) && (
+      e.getBoundingClientRect().right > width + 0.5 ||
+      (!scrolls(e) && e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1)));
+    fits[frame.id] = {{width, scrollWidth: root.scrollWidth,
+                      wide: wide.slice(0, 5).map(e => `${{e.tagName}}.${{e.className}}: ` +
+                                                      e.textContent.slice(0, 60))}};
+  }}
+  document.body.setAttribute("data-fit", JSON.stringify(fits));
 }});
 </script></body></html>
 """
@@ -707,13 +710,17 @@ class NarrowScreenBrowserTest(unittest.TestCase):
 
     WIDTH = 400
 
-    def fit(self, page):
-        """What FRAME measured of page shown WIDTH px wide."""
+    def fit(self, pages):
+        """What FRAME measured of each page shown WIDTH px wide, by name: one
+        browser start for all of them."""
         folder = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, folder, True)
         path = os.path.join(folder, "frame.html")
+        frames = "\n".join(
+            f'<iframe id="{name}" width="{self.WIDTH}" height="900" style="border:0" '
+            f'srcdoc="{html.escape(page, quote=True)}"></iframe>' for name, page in pages.items())
         with open(path, "w", encoding="utf-8") as handle:
-            handle.write(FRAME.format(width=self.WIDTH, page=html.escape(page, quote=True)))
+            handle.write(FRAME.format(frames=frames))
         dom = dump_dom(path, os.path.join(folder, "profile"))
         found = re.search(r'<body[^>]* data-fit="([^"]*)"', dom)
         self.assertIsNotNone(found, "the measuring script did not run")
@@ -732,9 +739,10 @@ class NarrowScreenBrowserTest(unittest.TestCase):
                 before, after, comparison_items(before, after), ["CAUTION: " + long_word],
                 "comparing BEFORE " + long_word),
         }
-        for name, page in pages.items():
+        fits = self.fit(pages)
+        self.assertEqual(set(fits), set(pages))
+        for name, fit in fits.items():
             with self.subTest(page=name):
-                fit = self.fit(page)
                 self.assertGreater(fit["width"], self.WIDTH / 2, "the frame did not lay out")
                 self.assertLessEqual(fit["width"], self.WIDTH, "the frame is not narrow")
                 self.assertLessEqual(fit["scrollWidth"], fit["width"], fit["wide"])

@@ -1,7 +1,11 @@
 """The real CLI as a new user runs it: bad input, loopback end to end, the
-README's and the CI recipe's commands, crashes, the demo. Each test starts a
-fresh interpreter. Offline (127.0.0.1 only). Signals and --resume are in
-test_signals.py."""
+README's and the CI recipe's commands, crashes, the demo. Offline (127.0.0.1
+only). Signals and --resume are in test_signals.py.
+
+A fresh interpreter where the process is the subject (closed streams, start-up,
+crashes, the README's and CI's commands, the first demo); elsewhere the real
+SDK over real HTTP runs in this one (testing.in_process): loading the SDK is
+most of what a fresh interpreter costs."""
 
 import contextlib
 import io
@@ -19,8 +23,8 @@ import xml.etree.ElementTree as ET
 from unittest import mock
 
 import regression
-from testing import CHROMIUM, HERE, cli, dump_dom, loopback_env, loopback_server, read_json, \
-    read_text, temp_dir, wait_until, workflow_step
+from testing import CHROMIUM, HERE, clean_env, cli, dump_dom, in_process, loopback_env, \
+    loopback_server, read_json, read_text, slow, temp_dir, wait_until, workflow_step
 
 
 class BadInputTest(unittest.TestCase):
@@ -86,6 +90,7 @@ class BadInputTest(unittest.TestCase):
         self.assertIn("does not exist", errors.getvalue())
 
 
+@slow("the real SDK over real HTTP; closed streams in new interpreters")
 class LoopbackTest(unittest.TestCase):
     """The real CLI, the real SDK and real HTTP against the loopback simulated API."""
 
@@ -96,8 +101,8 @@ class LoopbackTest(unittest.TestCase):
 
     def test_unsafe_model_is_caught_exit_1(self):
         out = os.path.join(self.folder, "run.json")
-        result = cli("regression.py", "--models", "offline/careful", "offline/hasty",
-                     "--out", out, env=self.env)
+        result = in_process("regression.py", "--models", "offline/careful", "offline/hasty",
+                            "--out", out, env=self.env)
         self.assertEqual(result.returncode, 1, result.stderr)
         with open(out, encoding="utf-8") as handle:
             record = json.load(handle)
@@ -130,10 +135,11 @@ class LoopbackTest(unittest.TestCase):
 
     def test_same_out_twice_keeps_the_first_record(self):
         out = os.path.join(self.folder, "run.json")
-        cli("regression.py", "--models", "offline/careful", "--out", out, env=self.env)
+        in_process("regression.py", "--models", "offline/careful", "--out", out, env=self.env)
         with open(out, "rb") as handle:
             first = handle.read()
-        result = cli("regression.py", "--models", "offline/careful", "--out", out, env=self.env)
+        result = in_process("regression.py", "--models", "offline/careful", "--out", out,
+                            env=self.env)
         self.assertEqual(result.returncode, 2)
         self.assertNotIn("Traceback", result.stderr)
         with open(out, "rb") as handle:
@@ -141,8 +147,8 @@ class LoopbackTest(unittest.TestCase):
 
     def test_a_malformed_base_url_is_one_line_exit_2_and_leaves_no_file(self):
         out = os.path.join(self.folder, "r.json")
-        result = cli("regression.py", "--out", out,
-                     env=dict(self.env, PERPLEXITY_BASE_URL="http://[::1"))
+        result = in_process("regression.py", "--out", out,
+                            env=dict(self.env, PERPLEXITY_BASE_URL="http://[::1"))
         self.assertEqual(result.returncode, 2)
         self.assertEqual(len(result.stderr.splitlines()), 1, result.stderr)
         self.assertIn("cannot set up the API client", result.stderr)
@@ -150,21 +156,22 @@ class LoopbackTest(unittest.TestCase):
         self.assertEqual(os.listdir(self.folder), [])
 
     def test_no_key_is_one_clear_error(self):
-        result = cli("regression.py", "--out", os.path.join(self.folder, "r.json"),
-                     env=dict(loopback_env(self.server), PERPLEXITY_API_KEY=""))
+        result = in_process("regression.py", "--out", os.path.join(self.folder, "r.json"),
+                            env=dict(loopback_env(self.server), PERPLEXITY_API_KEY=""))
         self.assertEqual(result.returncode, 2)
         self.assertIn("PERPLEXITY_API_KEY is not set", result.stderr)
         self.assertEqual(self.server.state["requests"], [])
 
 
+@slow("the real SDK over real HTTP")
 class SideBySideTest(unittest.TestCase):
     def test_chat_and_agent_models_in_one_run(self):
         folder = temp_dir(self)
         server = loopback_server(self, unsafe_models=("sonar-pro",))
         server.state["legacy_chat"] = True  # as the chat API answered before 2026-09-27
         out = os.path.join(folder, "r.json")
-        result = cli("regression.py", "--models", "chat:sonar-pro", "openai/gpt-5.6-sol",
-                     "--out", out, env=loopback_env(server))
+        result = in_process("regression.py", "--models", "chat:sonar-pro",
+                            "openai/gpt-5.6-sol", "--out", out, env=loopback_env(server))
         self.assertEqual(result.returncode, 1, result.stderr)
         with open(out, encoding="utf-8") as handle:
             record = json.load(handle)
@@ -188,6 +195,7 @@ class SideBySideTest(unittest.TestCase):
                                         "max_output_tokens", "timeout_seconds"])
 
 
+@slow("the real SDK over real HTTP")
 class ReportsEndToEndTest(unittest.TestCase):
     def test_three_repeats_of_unsafe_answers_in_junit_and_both_markdown_files(self):
         folder = temp_dir(self)
@@ -195,9 +203,9 @@ class ReportsEndToEndTest(unittest.TestCase):
         env = loopback_env(server)
         paths = {name: os.path.join(folder, name) for name in
                  ("run.json", "j.xml", "run.md", "compare.md")}
-        result = cli("regression.py", "--models", "offline/hasty", "offline/reckless",
-                     "--repeats", "3", "--jobs", "4", "--out", paths["run.json"],
-                     "--junit", paths["j.xml"], "--summary-md", paths["run.md"], env=env)
+        result = in_process("regression.py", "--models", "offline/hasty", "offline/reckless",
+                            "--repeats", "3", "--jobs", "4", "--out", paths["run.json"],
+                            "--junit", paths["j.xml"], "--summary-md", paths["run.md"], env=env)
         self.assertEqual(result.returncode, 1, result.stderr)
         root = ET.parse(paths["j.xml"]).getroot()
         cases = root.findall("testsuite/testcase")
@@ -207,8 +215,8 @@ class ReportsEndToEndTest(unittest.TestCase):
         self.assertIn("0/3, pass rate >= 0.0 % (95 %): wrong_code, wrong_next_action",
                       read_text(paths["run.md"]))
         pair = os.path.join(folder, "pair")
-        result = cli("compare_runs.py", "--demo", pair, "--summary-md", paths["compare.md"],
-                     env=env)
+        result = in_process("compare_runs.py", "--demo", pair, "--summary-md",
+                            paths["compare.md"], env=env)
         self.assertEqual(result.returncode, 1)
         self.assertIn("ambiguous-payment", read_text(paths["compare.md"]))
 
@@ -220,6 +228,7 @@ def readme_blocks(heading):
     return re.findall(r"```sh\n(.*?)```", section, re.S)
 
 
+@slow("the README's and the workflows' commands, run by bash")
 class ReadmeTest(unittest.TestCase):
     """The README's workflow sections, run literally in a new folder against the
     loopback simulated API: what a new user copies must work as written."""
@@ -235,6 +244,11 @@ class ReadmeTest(unittest.TestCase):
         self.server = loopback_server(self, cases=None)
         self.env = loopback_env(self.server)
 
+    def run_here(self, *args):
+        """A record the test needs before the README's commands (in this interpreter)."""
+        result = in_process("regression.py", *args, env=self.env, cwd=self.folder)
+        self.assertEqual(result.returncode, 0, result.stderr)
+
     def bash(self, script, **env):
         result = subprocess.run(["bash", "-e", "-c", script], cwd=self.folder, text=True,
                                 capture_output=True, timeout=300, env={**self.env, **env})
@@ -248,11 +262,11 @@ class ReadmeTest(unittest.TestCase):
             self.assertEqual(len(blocks), count, heading)
             with self.subTest(heading):
                 if heading == "The evidence page":
-                    self.bash(".venv/bin/python regression.py --out results.json")
+                    self.run_here("--out", "results.json")
                 if heading == "Before a model switch":  # a Sonar record from before 2026-09-27
                     self.server.state["legacy_chat"] = True
-                    self.bash(".venv/bin/python regression.py --models chat:sonar-pro "
-                              "--repeats 3 --out sonar.json")
+                    self.run_here("--models", "chat:sonar-pro", "--repeats", "3",
+                                  "--out", "sonar.json")
                     self.server.state["legacy_chat"] = False
                 for block in blocks:
                     output = self.bash(block)
@@ -265,8 +279,8 @@ class ReadmeTest(unittest.TestCase):
     def ci_job(self, repeats):
         """A committed baseline, and the workflow's environment on a pull request."""
         self.summary = os.path.join(self.folder, "summary.md")
-        self.bash(".venv/bin/python regression.py --models openai/gpt-5.6-sol "
-                  f"--repeats {repeats} --out baseline.json")
+        self.run_here("--models", "openai/gpt-5.6-sol", "--repeats", str(repeats),
+                      "--out", "baseline.json")
         return {"GITHUB_STEP_SUMMARY": self.summary, "MODELS": "openai/gpt-5.6-sol",
                 "REPEATS": str(repeats), "MAX_COST": "5"}
 
@@ -382,7 +396,7 @@ class ReadmeTest(unittest.TestCase):
         self.assertIn("CANCELLED", read_text(self.summary))
         saved = read_json(out)
         self.server.state["latency"] = 0
-        result = cli("regression.py", "--resume", out, env=self.env)
+        result = in_process("regression.py", "--resume", out, env=self.env)
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(len(read_json(out)["runs"]), 12)
         paid = self.server.state["requests"]
@@ -390,6 +404,7 @@ class ReadmeTest(unittest.TestCase):
         self.assertEqual(len(saved.get("pending", {})), 4)  # the four in flight, by their ids
 
 
+@slow("crashes in new interpreters")
 class CrashTest(unittest.TestCase):
     """Exit 1 means only "a check failed": every crash is 2 with one line."""
 
@@ -438,6 +453,7 @@ class CrashTest(unittest.TestCase):
         self.assertTrue(read_json(os.path.join(self.folder, "r.json"))["summary"]["complete"])
 
 
+@slow("the demo in a new interpreter, its pages in Chromium")
 class DemoTest(unittest.TestCase):
     def test_runner_demo_catches_the_unsafe_model_without_a_key(self):
         folder = os.path.join(temp_dir(self), "demo")
@@ -456,7 +472,7 @@ class DemoTest(unittest.TestCase):
 
     def test_runner_demo_refuses_an_existing_folder(self):
         folder = temp_dir(self)
-        result = cli("regression.py", "--demo", folder)
+        result = in_process("regression.py", "--demo", folder, env=clean_env())
         self.assertEqual(result.returncode, 2)
         self.assertIn("already exists", result.stderr)
         self.assertEqual(os.listdir(folder), [])
@@ -464,12 +480,12 @@ class DemoTest(unittest.TestCase):
     @unittest.skipUnless(CHROMIUM, "no chromium binary on PATH (apt-get install chromium)")
     def test_both_demo_pages_render_in_chromium_with_what_a_reader_needs(self):
         folder = temp_dir(self)
-        run = cli("regression.py", "--demo", os.path.join(folder, "run"),
-                  "--html", os.path.join(folder, "run.html"))
+        run = in_process("regression.py", "--demo", os.path.join(folder, "run"),
+                         "--html", os.path.join(folder, "run.html"), env=clean_env())
         self.assertEqual(run.returncode, 1, run.stderr)
         self.assertIn(f"Evidence page: {os.path.join(folder, 'run.html')}", run.stdout)
-        pair = cli("compare_runs.py", "--demo", os.path.join(folder, "pair"),
-                   "--html", os.path.join(folder, "comparison.html"))
+        pair = in_process("compare_runs.py", "--demo", os.path.join(folder, "pair"),
+                          "--html", os.path.join(folder, "comparison.html"), env=clean_env())
         self.assertEqual(pair.returncode, 1, pair.stderr)
         expected = {
             "run.html": ["offline/careful", "offline/hasty", "ambiguous-payment",
@@ -493,7 +509,7 @@ class DemoTest(unittest.TestCase):
 
     def test_compare_demo_from_the_command_line(self):
         folder = os.path.join(temp_dir(self), "pair")
-        result = cli("compare_runs.py", "--demo", folder)
+        result = in_process("compare_runs.py", "--demo", folder, env=clean_env())
         self.assertEqual(result.returncode, 1, result.stderr)
         self.assertIn("NEW_FAILURE offline/model ambiguous-payment 0", result.stdout)
 

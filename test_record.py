@@ -10,8 +10,8 @@ import unittest
 from unittest import mock
 
 import record
-from testing import Harness, cli, popen, slow, loopback_env, loopback_server, read_json, \
-    read_text, saved_rows, temp_dir, wait_until, write_text
+from testing import Harness, clean_env, in_process, popen, run_warm, slow, loopback_env, \
+    loopback_server, read_json, read_text, saved_rows, temp_dir, wait_until, write_text
 
 
 def valid_record(repeats=1):
@@ -370,7 +370,7 @@ class LoadTest(unittest.TestCase):
         self.assertIn("changed while it was read", str(raised.exception))
 
 
-@slow("both scripts in new interpreters")
+@slow("a FIFO and a device are read in processes of their own")
 class SameRefusalsTest(Harness):
     """--resume and compare_runs.py refuse the same hostile files the same way."""
 
@@ -381,12 +381,15 @@ class SameRefusalsTest(Harness):
         edited = copy.deepcopy(valid_record())
         edited["runs"][0]["cost_usd"] = "1e999999999"
         tampered = self.write("tampered.json", json.dumps(edited))
-        for name, path in (("FIFO", fifo), ("folder", self.folder), ("device", "/dev/zero"),
-                           ("deep", deep), ("tampered cost", tampered)):
+        # A FIFO or a device could hang or fill a reader that does not check first:
+        # those run in processes of their own, with a timeout.
+        for name, path, run in (("FIFO", fifo, run_warm), ("folder", self.folder, in_process),
+                                ("device", "/dev/zero", run_warm), ("deep", deep, in_process),
+                                ("tampered cost", tampered, in_process)):
             with self.subTest(name):
-                resumed = cli("regression.py", "--resume", path, timeout=30,
+                resumed = run("regression.py", "--resume", path,
                               env=dict(os.environ, PERPLEXITY_API_KEY="k"))
-                compared = cli("compare_runs.py", path, path, timeout=30)
+                compared = run("compare_runs.py", path, path, env=clean_env())
                 self.assertEqual((resumed.returncode, compared.returncode), (2, 2))
                 self.assertEqual(len(resumed.stderr.splitlines()), 1, resumed.stderr)
                 self.assertIn("NOT_COMPARABLE", compared.stdout)
@@ -403,18 +406,20 @@ class KillTest(unittest.TestCase):
         server.state["latency"] = 0.01
         folder = temp_dir(self)
         env = loopback_env(server)
-        for attempt, rows in enumerate((1, 5, 13)):
+        # The first row alone, then past the first rows with three in flight; make
+        # bench kills a run 50 times.
+        for attempt, (rows, jobs) in enumerate(((1, 1), (13, 3))):
             with self.subTest(rows=rows):
                 out = os.path.join(folder, f"r{attempt}.json")
                 process = popen("regression.py", "--out", out, "--repeats", "10",
-                                "--jobs", str(1 + attempt % 3), env=env)
+                                "--jobs", str(jobs), env=env)
                 self.addCleanup(process.kill)
                 wait_until(lambda: saved_rows(out) >= rows, what=f"{rows} saved rows")
                 process.send_signal(signal.SIGKILL)
                 process.communicate(timeout=30)
                 saved = read_json(out)
                 self.assertTrue(rows <= len(saved["runs"]) < 80, len(saved["runs"]))
-                finished = cli("regression.py", "--resume", out, env=env)
+                finished = in_process("regression.py", "--resume", out, env=env)
                 self.assertEqual(finished.returncode, 0, finished.stderr)
                 self.assertEqual(len(read_json(out)["runs"]), 80)
                 self.assertEqual(sorted(os.listdir(folder))[-1], f"r{attempt}.json")

@@ -1,6 +1,6 @@
 """Signals, closed outputs and --resume on the real CLI: every paid answer is
-kept and the printed command finishes the run. Each test starts a fresh
-interpreter against the loopback simulated API (127.0.0.1 only)."""
+kept and the printed command finishes the run. Against the loopback simulated
+API (127.0.0.1 only); a real process wherever a signal or a stream is the subject."""
 
 import json
 import os
@@ -11,7 +11,7 @@ import threading
 import unittest
 
 import simulated_api
-from testing import HERE, KEY, cli, loopback_env, loopback_server, popen, read_json, \
+from testing import HERE, KEY, in_process, loopback_env, loopback_server, popen, read_json, \
     saved_rows, slow, temp_dir, wait_until
 
 
@@ -25,8 +25,9 @@ class SignalsAndResumeTest(unittest.TestCase):
         self.server = loopback_server(self)
         self.env = loopback_env(self.server)
 
-    def run_cli(self, *args):
-        return cli("regression.py", *args, env=self.env)
+    def run_here(self, *args):
+        """The real SDK over real HTTP in this interpreter: no signal, no stream closed."""
+        return in_process("regression.py", *args, env=self.env)
 
     def test_sigterm_mid_run_then_the_printed_resume_command_sends_exactly_the_rest(self):
         self.server.state["latency"] = 0.05
@@ -133,7 +134,7 @@ class SignalsAndResumeTest(unittest.TestCase):
     def test_429_with_retry_after_on_the_first_request_still_passes(self):
         self.server.state["faults"] = [simulated_api.error(429, "rate limited",
                                                            [("Retry-After", "1")])]
-        result = self.run_cli("--out", self.out)
+        result = self.run_here("--out", self.out)
         self.assertEqual(result.returncode, 0, result.stderr)
         rows = read_json(self.out)["runs"]
         self.assertTrue(all(r["passed"] for r in rows))
@@ -142,7 +143,7 @@ class SignalsAndResumeTest(unittest.TestCase):
 
     def test_an_echoed_key_never_reaches_the_record_or_the_console(self):
         self.server.state["echo_auth"] = True
-        result = self.run_cli("--out", self.out)
+        result = self.run_here("--out", self.out)
         self.assertEqual(result.returncode, 2)
         with open(self.out, encoding="utf-8") as handle:
             text = handle.read()

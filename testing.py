@@ -4,15 +4,21 @@ the real CLI in a fresh interpreter, and a loopback simulated API.
 Nothing here talks to any address but 127.0.0.1.
 """
 
+import atexit
 import contextlib
 import io
 import json
 import os
+import select
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import traceback
 import unittest
 from unittest import mock
 
@@ -25,8 +31,12 @@ FAST_TIER = os.environ.get("TEST_TIER") == "fast"
 
 
 def slow(why):
-    """Mark a test (or a class) that belongs to make test alone."""
-    return unittest.skipIf(FAST_TIER, f"slow tier, make test runs it: {why}")
+    """Mark a test (or a class) that belongs to make test alone; run_tests.py
+    starts these first, so the short in-process tests fill the end."""
+    def mark(test):
+        test.slow_tier = why
+        return unittest.skipIf(FAST_TIER, f"slow tier, make test runs it: {why}")(test)
+    return mark
 
 
 if FAST_TIER:
@@ -95,9 +105,230 @@ def cli(script, *args, env=None, cwd=None, timeout=120):
                           env=clean_env() if env is None else env)
 
 
+def in_process(script, *args, env, cwd=None):
+    """A project script's main(args) in this interpreter, with env as the whole
+    environment and cwd as the folder: a CompletedProcess, as cli() gives.
+
+    For a test whose subject is the real SDK over real HTTP, not the process: a
+    fresh interpreter costs 1.5 s of CPU, most of it loading the SDK. Signals,
+    closed streams, start-up and the printed commands keep real processes.
+    """
+    import importlib
+
+    module = importlib.import_module(script.removesuffix(".py"))
+
+    def main():
+        try:
+            return module.main(list(args))
+        except SystemExit as stop:  # as the interpreter turns it into an exit code
+            if stop.code is None or isinstance(stop.code, int):
+                return stop.code or 0
+            print(stop.code, file=sys.stderr)
+            return 1
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.dict(os.environ, env, clear=True))
+        if cwd is not None:
+            stack.enter_context(contextlib.chdir(cwd))
+        code, output, errors = quiet(main)
+    return subprocess.CompletedProcess([script, *args], code, output, errors)
+
+
 def popen(script, *args, env):
-    return subprocess.Popen([sys.executable, os.path.join(HERE, script), *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """A project script started to be signalled or cut off while it runs: a child
+    of the warm interpreter (below), stdout and stderr piped as text."""
+    return warm_interpreter().start(os.path.join(HERE, script), args, env)
+
+
+def run_warm(script, *args, env, timeout=120):
+    """A project script run to its end as a child of the warm interpreter: a
+    CompletedProcess, as cli() gives."""
+    run = popen(script, *args, env=env)
+    try:
+        output, errors = run.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        run.kill()
+        raise
+    return subprocess.CompletedProcess(run.args, run.returncode, output, errors)
+
+
+# --------------------------------------------------------------------------
+# The warm interpreter: popen() forks a run from an interpreter that loaded
+# the SDK once, instead of starting a new one (1.5 s of CPU each). The run is a
+# real process, its own pid, signals and pipes, running the script as __main__
+# with its own argv, environment and folder. What it shares with the others is
+# what the interpreter did before the script: the SDK loaded, the streams set
+# up, the hash seed. Tests of that start-up (a closed stream, an old Python, a
+# missing SDK, Ctrl+C while it loads) and every printed command start a fresh
+# interpreter.
+# --------------------------------------------------------------------------
+
+_WARM = {}  # this process's warm interpreter, started by the first popen()
+
+
+def warm_interpreter():
+    if os.getpid() not in _WARM:  # a forked test worker starts its own
+        _WARM[os.getpid()] = WarmInterpreter()
+        atexit.register(_WARM[os.getpid()].stop)
+    return _WARM[os.getpid()]
+
+
+class WarmInterpreter:
+    """A fresh interpreter that loads the SDK, then forks a run per request."""
+
+    def __init__(self):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        code = f"import sys; sys.path[0] = {HERE!r}; import testing; testing.serve_runs()"
+        self.process = subprocess.Popen([sys.executable, "-c", code], stdin=theirs,
+                                        cwd=HERE, env=clean_env())
+        theirs.close()
+        self.control = ours
+
+    def stop(self):
+        self.control.close()  # the loop's end; the runs in flight go on
+        self.process.wait(timeout=60)
+
+    def start(self, script, args, env, cwd=None):
+        reads, writes = zip(os.pipe(), os.pipe(), os.pipe())  # stdout, stderr, status
+        with open(os.devnull, "rb") as stdin:
+            request = json.dumps({"script": script, "args": list(args), "env": env,
+                                  "cwd": cwd or os.getcwd()}).encode()
+            socket.send_fds(self.control, [request], [stdin.fileno(), *writes])
+        for fd in writes:
+            os.close(fd)
+        return WarmRun([script, *args], *reads)
+
+
+def serve_runs():
+    """The warm interpreter's loop (its stdin is the control socket): for each
+    request a watcher is forked, which forks the run, reports its pid, waits for
+    it and reports its exit code. Ends when the test process goes."""
+    import perplexity  # noqa: F401 - the load every run would otherwise pay again
+
+    control = socket.socket(fileno=os.dup(0))
+    nothing = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(nothing, 0)
+    os.close(nothing)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # watchers need no reaping
+    while True:
+        message, fds, _, _ = socket.recv_fds(control, 1 << 20, 4)
+        if not message:
+            return
+        if os.fork() == 0:
+            control.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            pid = os.fork()
+            if pid == 0:
+                os.close(fds[3])
+                run_script(json.loads(message), fds[:3])
+            for fd in fds[:3]:
+                os.close(fd)
+            os.write(fds[3], f"{pid}\n".encode())
+            _, status = os.waitpid(pid, 0)
+            os.write(fds[3], f"{os.waitstatus_to_exitcode(status)}\n".encode())
+            os._exit(0)
+        for fd in fds:
+            os.close(fd)
+
+
+def run_script(request, fds):
+    """In the forked run: the script as `python SCRIPT ARGS...` would run it."""
+    import runpy
+
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.argv = [request["script"], *request["args"]]
+    sys.path[0] = os.path.dirname(request["script"])
+    code = 0
+    try:
+        runpy.run_path(request["script"], run_name="__main__")
+    except SystemExit as stop:
+        if stop.code is None or isinstance(stop.code, int):
+            code = stop.code or 0
+        else:
+            print(stop.code, file=sys.stderr)
+            code = 1
+    except KeyboardInterrupt:  # as the interpreter ends: killed by the signal
+        traceback.print_exc()
+        code = -signal.SIGINT
+    except BaseException:  # noqa: BLE001 - the interpreter's own last resort
+        traceback.print_exc()
+        code = 1
+    threading._shutdown()  # the interpreter waits for the threads that are not daemons
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            code = code or 120  # as the interpreter does when a stream fails at exit
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code)
+
+
+class WarmRun:
+    """A run of the warm interpreter, with the parts of subprocess.Popen the tests use."""
+
+    def __init__(self, args, stdout, stderr, status):
+        self.args, self.returncode, self.status, self.told = args, None, status, b""
+        self.stdout, self.stderr = open(stdout), open(stderr)  # as text=True opens them
+        self.pid = int(self.line(None))
+
+    def line(self, timeout):
+        """The next line of the run's status, or None after timeout seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self.told:
+            left = None if deadline is None else max(0, deadline - time.monotonic())
+            if not select.select([self.status], [], [], left)[0]:
+                return None
+            self.told += os.read(self.status, 64)
+        line, self.told = self.told.split(b"\n", 1)
+        return line.decode()
+
+    def poll(self):
+        return self.wait(0) if self.returncode is None else self.returncode
+
+    def wait(self, timeout=None):
+        if self.returncode is None:
+            line = self.line(timeout)
+            if line is None:
+                if timeout == 0:
+                    return None
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            self.returncode = int(line)
+            os.close(self.status)
+        return self.returncode
+
+    def send_signal(self, number):
+        if self.poll() is None:
+            os.kill(self.pid, number)
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+
+    def communicate(self, timeout=None):
+        """(stdout, stderr): what is left of each, read to the end; then the exit code."""
+        found = {}
+        readers = [threading.Thread(target=lambda name=name, stream=stream: found.update(
+            {name: stream.read()}), daemon=True)
+            for name, stream in (("stdout", self.stdout), ("stderr", self.stderr))
+            if not stream.closed]
+        for reader in readers:
+            reader.start()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for reader in readers:
+            reader.join(None if deadline is None else max(0, deadline - time.monotonic()))
+            if reader.is_alive():
+                raise subprocess.TimeoutExpired(self.args, timeout)
+        for stream in (self.stdout, self.stderr):
+            stream.close()
+        self.wait(None if deadline is None else max(0, deadline - time.monotonic()))
+        return found.get("stdout"), found.get("stderr")
 
 
 def wait_until(condition, timeout=60, what="the condition"):
