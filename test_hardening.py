@@ -404,6 +404,49 @@ class ReadmeTest(unittest.TestCase):
         self.assertEqual(len(saved.get("pending", {})), 4)  # the four in flight, by their ids
 
 
+@slow("starts the test runner on a module of its own")
+class RunTestsTest(unittest.TestCase):
+    """make test fails when a test fails, errs, or a worker dies, and cannot
+    start with a module that does not load."""
+
+    MODULE = """import os, unittest
+class Cases(unittest.TestCase):
+    def test_passes(self):
+        pass
+    def test_what_the_environment_says(self):
+        what = os.environ.get("WHAT")
+        if what == "fail":
+            self.assertEqual(1, 2)
+        if what == "error":
+            raise RuntimeError("boom")
+        if what == "die":
+            os._exit(3)
+"""
+
+    def run_tests(self, what, module="test_cases"):
+        folder = temp_dir(self)
+        with open(os.path.join(folder, "test_cases.py"), "w", encoding="utf-8") as handle:
+            handle.write(self.MODULE)
+        return subprocess.run([sys.executable, "-W", "error", os.path.join(HERE, "run_tests.py"),
+                               module], capture_output=True, text=True, timeout=120,
+                              env=dict(clean_env(), PYTHONPATH=folder, WHAT=what))
+
+    def test_the_exit_code_follows_the_tests(self):
+        for what, code, line in (("pass", 0, "OK: 2 of 2 tests ran in 2 workers, 0 failed"),
+                                 ("fail", 1, "FAILED: 2 of 2 tests ran in 2 workers, 1 failed"),
+                                 ("error", 1, "FAILED: 2 of 2 tests ran in 2 workers, 1 failed"),
+                                 ("die", 1, "a worker ended with exit code 3 before its report")):
+            with self.subTest(what):
+                result = self.run_tests(what)
+                self.assertEqual(result.returncode, code, result.stderr)
+                self.assertIn(line, result.stderr)
+
+    def test_a_module_that_does_not_load_is_exit_2(self):
+        result = self.run_tests("pass", module="test_missing")
+        self.assertEqual(result.returncode, 2, result.stderr)
+        self.assertIn("run_tests.py: cannot load", result.stderr)
+
+
 @slow("crashes in new interpreters")
 class CrashTest(unittest.TestCase):
     """Exit 1 means only "a check failed": every crash is 2 with one line."""

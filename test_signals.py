@@ -175,5 +175,63 @@ class SignalsAndResumeTest(unittest.TestCase):
         self.assertNotIn("Traceback", rest)
         self.assertFalse(os.path.exists(self.out))
 
+
+@slow("forks runs from the warm interpreter")
+class WarmInterpreterTest(unittest.TestCase):
+    """popen() runs a script as `python SCRIPT ARGS` would, as a process of its own."""
+
+    SCRIPT = """import os, sys
+print(sys.argv[1:], os.getcwd(), os.environ.get("WHO"), __name__, sys.path[0])
+print("to stderr", file=sys.stderr)
+what = sys.argv[1]
+if what == "exit":
+    sys.exit(3)
+if what == "raise":
+    raise ValueError("boom")
+if what == "interrupt":
+    raise KeyboardInterrupt
+if what == "wait":
+    sys.stdin.read()
+    import time
+    time.sleep(60)
+"""
+
+    def setUp(self):
+        self.folder = temp_dir(self)
+        self.script = os.path.join(self.folder, "script.py")
+        with open(self.script, "w", encoding="utf-8") as handle:
+            handle.write(self.SCRIPT)
+
+    def start(self, what):
+        return popen(self.script, what, env={"WHO": "warm", "PATH": os.environ["PATH"]})
+
+    def test_argv_folder_environment_and_streams_are_the_runs_own(self):
+        process = self.start("exit")
+        stdout, stderr = process.communicate(timeout=60)
+        self.assertEqual(process.returncode, 3)
+        self.assertEqual(stdout, f"['exit'] {os.getcwd()} warm __main__ {self.folder}\n")
+        self.assertEqual(stderr, "to stderr\n")
+
+    def test_an_uncaught_exception_is_a_traceback_and_exit_1(self):
+        process = self.start("raise")
+        _, stderr = process.communicate(timeout=60)
+        self.assertEqual(process.returncode, 1)
+        self.assertIn("Traceback", stderr)
+        self.assertIn("ValueError: boom", stderr)
+
+    def test_an_uncaught_keyboard_interrupt_dies_of_sigint_as_python_does(self):
+        process = self.start("interrupt")
+        process.communicate(timeout=60)
+        self.assertEqual(process.returncode, -signal.SIGINT)
+
+    def test_a_signal_reaches_the_run_and_its_death_is_told(self):
+        process = self.start("wait")
+        self.assertIn("warm", process.stdout.readline())
+        self.assertIsNone(process.poll())
+        process.send_signal(signal.SIGKILL)
+        process.communicate(timeout=60)
+        self.assertEqual(process.returncode, -signal.SIGKILL)
+
+
 if __name__ == "__main__":
     unittest.main()
