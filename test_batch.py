@@ -333,8 +333,8 @@ class BatchProcessTest(unittest.TestCase):
         self.addCleanup(hold.set)
         out = os.path.join(folder, "run.json")
         env = loopback_env(server)
-        runner = popen("regression.py", "--batch", "--models", *MODELS, "--out", out, env=env)
-        self.addCleanup(runner.kill)
+        runner = popen(self, "regression.py", "--batch", "--models", *MODELS, "--out", out,
+                       env=env)
         wait_until(lambda: server.state["batch_polls"] > 0, what="the first poll")
         runner.send_signal(signal.SIGINT)
         stdout, stderr = runner.communicate(timeout=60)

@@ -396,7 +396,7 @@ class ReadmeTest(unittest.TestCase):
         self.assertIn("CANCELLED", read_text(self.summary))
         saved = read_json(out)
         self.server.state["latency"] = 0
-        result = in_process("regression.py", "--resume", out, env=self.env)
+        result = in_process("regression.py", "--resume", out, env=self.env, cwd=self.folder)
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(len(read_json(out)["runs"]), 12)
         paid = self.server.state["requests"]
@@ -421,6 +421,9 @@ class Cases(unittest.TestCase):
             raise RuntimeError("boom")
         if what == "die":
             os._exit(3)
+    @unittest.expectedFailure
+    def test_expected_to_fail(self):
+        self.assertEqual(os.environ.get("WHAT"), "unexpected")
 """
 
     def run_tests(self, what, module="test_cases"):
@@ -432,10 +435,12 @@ class Cases(unittest.TestCase):
                               env=dict(clean_env(), PYTHONPATH=folder, WHAT=what))
 
     def test_the_exit_code_follows_the_tests(self):
-        for what, code, line in (("pass", 0, "OK: 2 of 2 tests ran in 2 workers, 0 failed"),
-                                 ("fail", 1, "FAILED: 2 of 2 tests ran in 2 workers, 1 failed"),
-                                 ("error", 1, "FAILED: 2 of 2 tests ran in 2 workers, 1 failed"),
-                                 ("die", 1, "a worker ended with exit code 3 before its report")):
+        for what, code, line in (
+                ("pass", 0, "OK: 3 of 3 tests ran in 2 workers, 0 failed"),
+                ("fail", 1, "FAILED: 3 of 3 tests ran in 2 workers, 1 failed"),
+                ("error", 1, "FAILED: 3 of 3 tests ran in 2 workers, 1 failed"),
+                ("unexpected", 1, "FAILED: 3 of 3 tests ran in 2 workers, 1 failed"),
+                ("die", 1, "a worker ended with exit code 3 before its report")):
             with self.subTest(what):
                 result = self.run_tests(what)
                 self.assertEqual(result.returncode, code, result.stderr)

@@ -2,6 +2,7 @@
 and what every script does with a hostile file. Offline."""
 
 import copy
+import functools
 import json
 import os
 import signal
@@ -383,8 +384,9 @@ class SameRefusalsTest(Harness):
         tampered = self.write("tampered.json", json.dumps(edited))
         # A FIFO or a device could hang or fill a reader that does not check first:
         # those run in processes of their own, with a timeout.
-        for name, path, run in (("FIFO", fifo, run_warm), ("folder", self.folder, in_process),
-                                ("device", "/dev/zero", run_warm), ("deep", deep, in_process),
+        apart = functools.partial(run_warm, self)
+        for name, path, run in (("FIFO", fifo, apart), ("folder", self.folder, in_process),
+                                ("device", "/dev/zero", apart), ("deep", deep, in_process),
                                 ("tampered cost", tampered, in_process)):
             with self.subTest(name):
                 resumed = run("regression.py", "--resume", path,
@@ -411,9 +413,8 @@ class KillTest(unittest.TestCase):
         for attempt, (rows, jobs) in enumerate(((1, 1), (13, 3))):
             with self.subTest(rows=rows):
                 out = os.path.join(folder, f"r{attempt}.json")
-                process = popen("regression.py", "--out", out, "--repeats", "10",
+                process = popen(self, "regression.py", "--out", out, "--repeats", "10",
                                 "--jobs", str(jobs), env=env)
-                self.addCleanup(process.kill)
                 wait_until(lambda: saved_rows(out) >= rows, what=f"{rows} saved rows")
                 process.send_signal(signal.SIGKILL)
                 process.communicate(timeout=30)

@@ -31,7 +31,7 @@ class SignalsAndResumeTest(unittest.TestCase):
 
     def test_sigterm_mid_run_then_the_printed_resume_command_sends_exactly_the_rest(self):
         self.server.state["latency"] = 0.05
-        process = popen("regression.py", "--out", self.out, "--repeats", "3", env=self.env)
+        process = popen(self, "regression.py", "--out", self.out, "--repeats", "3", env=self.env)
         wait_until(lambda: saved_rows(self.out) >= 3, what="3 saved rows")
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=60)
@@ -56,7 +56,7 @@ class SignalsAndResumeTest(unittest.TestCase):
 
     def test_a_closed_output_pipe_is_one_line_exit_2_and_a_resume_hint(self):
         self.server.state["latency"] = 0.05
-        process = popen("regression.py", "--out", self.out, "--repeats", "3", env=self.env)
+        process = popen(self, "regression.py", "--out", self.out, "--repeats", "3", env=self.env)
         process.stdout.readline()  # the first row, then the reader goes away
         process.stdout.close()
         with process.stderr:
@@ -75,7 +75,7 @@ class SignalsAndResumeTest(unittest.TestCase):
 
     def test_a_closed_pipe_with_jobs_still_saves_every_answer_in_flight(self):
         self.server.state["latency"] = 0.3
-        process = popen("regression.py", "--out", self.out, "--repeats", "3", "--jobs", "8",
+        process = popen(self, "regression.py", "--out", self.out, "--repeats", "3", "--jobs", "8",
                         env=self.env)
         process.stdout.readline()
         process.stdout.close()
@@ -98,7 +98,7 @@ class SignalsAndResumeTest(unittest.TestCase):
 
     def test_sigint_exits_130_with_the_record_saved(self):
         self.server.state["latency"] = 0.2
-        process = popen("regression.py", "--out", self.out, env=self.env)
+        process = popen(self, "regression.py", "--out", self.out, env=self.env)
         wait_until(lambda: self.server.state["requests"], what="the first request")
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=60)
@@ -109,7 +109,7 @@ class SignalsAndResumeTest(unittest.TestCase):
     def test_first_signal_saves_every_answer_in_flight(self):
         self.server.state["hold"] = hold = threading.Event()  # answers wait for the signal
         self.addCleanup(hold.set)
-        process = popen("regression.py", "--out", self.out, "--repeats", "3", "--jobs", "8",
+        process = popen(self, "regression.py", "--out", self.out, "--repeats", "3", "--jobs", "8",
                         env=self.env)
         wait_until(lambda: len(self.server.state["requests"]) >= 8, what="8 in flight")
         process.send_signal(signal.SIGINT)
@@ -122,7 +122,7 @@ class SignalsAndResumeTest(unittest.TestCase):
 
     def test_a_second_signal_stops_at_once_and_the_record_stays_valid(self):
         self.server.state["latency"] = 20
-        process = popen("regression.py", "--out", self.out, "--jobs", "4", env=self.env)
+        process = popen(self, "regression.py", "--out", self.out, "--jobs", "4", env=self.env)
         wait_until(lambda: len(self.server.state["requests"]) >= 4, what="4 in flight")
         process.send_signal(signal.SIGTERM)
         self.assertIn("Stopping:", process.stderr.readline())
@@ -181,9 +181,11 @@ class WarmInterpreterTest(unittest.TestCase):
     """popen() runs a script as `python SCRIPT ARGS` would, as a process of its own."""
 
     SCRIPT = """import os, sys
-print(sys.argv[1:], os.getcwd(), os.environ.get("WHO"), __name__, sys.path[0])
+print(sys.argv[1:], os.getcwd(), os.environ.get("WHO"), __name__, sys.path[0], flush=True)
 print("to stderr", file=sys.stderr)
 what = sys.argv[1]
+if what == "start-up":
+    print(sys.stdout.write_through, sys.stdout.encoding, sys.warnoptions)
 if what == "exit":
     sys.exit(3)
 if what == "raise":
@@ -203,7 +205,7 @@ if what == "wait":
             handle.write(self.SCRIPT)
 
     def start(self, what):
-        return popen(self.script, what, env={"WHO": "warm", "PATH": os.environ["PATH"]})
+        return popen(self, self.script, what, env={"WHO": "warm", "PATH": os.environ["PATH"]})
 
     def test_argv_folder_environment_and_streams_are_the_runs_own(self):
         process = self.start("exit")
@@ -211,6 +213,16 @@ if what == "wait":
         self.assertEqual(process.returncode, 3)
         self.assertEqual(stdout, f"['exit'] {os.getcwd()} warm __main__ {self.folder}\n")
         self.assertEqual(stderr, "to stderr\n")
+
+    def test_start_up_follows_the_runs_variables_and_flags(self):
+        for variables, flags, seen in (
+                ({"PYTHONUNBUFFERED": "1"}, (), "True utf-8 []"),
+                ({"PYTHONIOENCODING": "latin-1"}, ("-W", "error"), "False iso8859-1 ['error']")):
+            with self.subTest(variables):
+                process = popen(self, self.script, "start-up", flags=flags,
+                                env={"PATH": os.environ["PATH"], **variables})
+                stdout, _ = process.communicate(timeout=60)
+                self.assertEqual(stdout.splitlines()[-1], seen)
 
     def test_an_uncaught_exception_is_a_traceback_and_exit_1(self):
         process = self.start("raise")

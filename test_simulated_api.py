@@ -555,13 +555,12 @@ class OverHttpTest(unittest.TestCase):
     def test_the_command_line_server_serves_batches_at_its_rows_per_poll(self):
         # Buffered as for most users: the address line must be flushed to reach us.
         env = {k: v for k, v in clean_env().items() if k != "PYTHONUNBUFFERED"}
-        process = popen("simulated_api.py", "--port", "0", "--cases",
+        process = popen(self, "simulated_api.py", "--port", "0", "--cases",
                         os.path.join(HERE, "examples", "cases.json"),
                         "--batch-rows-per-poll", "1", env=env)
         for stream in (process.stdout, process.stderr):
             self.addCleanup(stream.close)
         self.addCleanup(process.wait, 10)
-        self.addCleanup(process.kill)
         ready, _, _ = select.select([process.stdout], [], [], START_SECONDS)
         self.assertTrue(ready, "the command printed no address line")
         url = process.stdout.readline().split()[4]

@@ -134,21 +134,21 @@ def in_process(script, *args, env, cwd=None):
     return subprocess.CompletedProcess([script, *args], code, output, errors)
 
 
-def popen(script, *args, env):
+def popen(test, script, *args, env, flags=()):
     """A project script started to be signalled or cut off while it runs: a child
-    of the warm interpreter (below), stdout and stderr piped as text."""
-    return warm_interpreter().start(os.path.join(HERE, script), args, env)
+    of a warm interpreter (below), stdout and stderr piped as text. The run is
+    killed when the test ends, if it is still running. flags: the interpreter's
+    own (-W error), as on a command line."""
+    run = warm_interpreter(env, tuple(flags)).start(os.path.join(HERE, script), args, env)
+    test.addCleanup(run.end)
+    return run
 
 
-def run_warm(script, *args, env, timeout=120):
-    """A project script run to its end as a child of the warm interpreter: a
-    CompletedProcess, as cli() gives."""
-    run = popen(script, *args, env=env)
-    try:
-        output, errors = run.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        run.kill()
-        raise
+def run_warm(test, script, *args, env, timeout=120):
+    """A project script run to its end, as cli() runs it (-W error), as a child of
+    a warm interpreter: a CompletedProcess."""
+    run = popen(test, script, *args, env=env, flags=("-W", "error"))
+    output, errors = run.communicate(timeout=timeout)
     return subprocess.CompletedProcess(run.args, run.returncode, output, errors)
 
 
@@ -157,46 +157,75 @@ def run_warm(script, *args, env, timeout=120):
 # the SDK once, instead of starting a new one (1.5 s of CPU each). The run is a
 # real process, its own pid, signals and pipes, running the script as __main__
 # with its own argv, environment and folder. What it shares with the others is
-# what the interpreter did before the script: the SDK loaded, the streams set
-# up, the hash seed. Tests of that start-up (a closed stream, an old Python, a
-# missing SDK, Ctrl+C while it loads) and every printed command start a fresh
-# interpreter.
+# what the interpreter did before the script, so a run goes to an interpreter
+# started with the same flags and the same variables that shape start-up
+# (PYTHON*, LANG, LC_*, HOME): the SDK loaded, the streams set up, the hash
+# seed. Tests of start-up itself (a closed stream, an old Python, a missing
+# SDK, Ctrl+C while it loads) and every printed command start a fresh one.
 # --------------------------------------------------------------------------
 
-_WARM = {}  # this process's warm interpreter, started by the first popen()
+_WARM = {}  # (pid, flags, start-up variables) -> WarmInterpreter
+WARM_TIMEOUT = 120  # seconds for a warm interpreter to load the SDK and fork a run
 
 
-def warm_interpreter():
-    if os.getpid() not in _WARM:  # a forked test worker starts its own
-        _WARM[os.getpid()] = WarmInterpreter()
-        atexit.register(_WARM[os.getpid()].stop)
-    return _WARM[os.getpid()]
+def start_up(env):
+    """The variables of env that shape an interpreter's start-up."""
+    return tuple(sorted((name, value) for name, value in env.items()
+                        if name.startswith(("PYTHON", "LC_")) or name in ("LANG", "HOME")))
+
+
+def warm_interpreter(env, flags):
+    key = (os.getpid(), flags, start_up(env))  # a forked test worker starts its own
+    if key not in _WARM:
+        _WARM[key] = WarmInterpreter(env, flags)
+        atexit.register(_WARM[key].stop)
+    return _WARM[key]
 
 
 class WarmInterpreter:
     """A fresh interpreter that loads the SDK, then forks a run per request."""
 
-    def __init__(self):
+    def __init__(self, env, flags):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         code = f"import sys; sys.path[0] = {HERE!r}; import testing; testing.serve_runs()"
-        self.process = subprocess.Popen([sys.executable, "-c", code], stdin=theirs,
-                                        cwd=HERE, env=clean_env())
+        # Its own output goes to a file, never to the suite's: a run left behind
+        # must not hold the pipe a CI job reads the suite through.
+        self.log = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(
+            [sys.executable, *flags, "-c", code], stdin=theirs, stdout=self.log,
+            stderr=self.log, cwd=HERE, env={**dict(start_up(env)), **env})
         theirs.close()
-        self.control = ours
+        self.control, self.runs = ours, []
 
     def stop(self):
-        self.control.close()  # the loop's end; the runs in flight go on
+        """Kill the runs still going, then end the loop."""
+        for run in self.runs:
+            if run.returncode is None:
+                run.end()
+        self.control.close()
         self.process.wait(timeout=60)
+        self.log.close()
+
+    def failed(self):
+        """Why no run came, for the test's failure message."""
+        self.log.seek(0)
+        return (f"the warm interpreter ended with exit code {self.process.poll()}: "
+                f"{self.log.read()[-2000:].decode(errors='replace')}")
 
     def start(self, script, args, env, cwd=None):
         reads, writes = zip(os.pipe(), os.pipe(), os.pipe())  # stdout, stderr, status
         with open(os.devnull, "rb") as stdin:
             request = json.dumps({"script": script, "args": list(args), "env": env,
                                   "cwd": cwd or os.getcwd()}).encode()
-            socket.send_fds(self.control, [request], [stdin.fileno(), *writes])
+            try:
+                socket.send_fds(self.control, [request], [stdin.fileno(), *writes])
+            except OSError as error:
+                raise AssertionError(f"{self.failed()} ({error})") from None
         for fd in writes:
             os.close(fd)
-        return WarmRun([script, *args], *reads)
+        run = WarmRun([script, *args], *reads, interpreter=self)
+        self.runs.append(run)
+        return run
 
 
 def serve_runs():
@@ -243,7 +272,7 @@ def run_script(request, fds):
     os.environ.update(request["env"])
     sys.argv = [request["script"], *request["args"]]
     sys.path[0] = os.path.dirname(request["script"])
-    code = 0
+    code, interrupted = 0, False
     try:
         runpy.run_path(request["script"], run_name="__main__")
     except SystemExit as stop:
@@ -252,9 +281,9 @@ def run_script(request, fds):
         else:
             print(stop.code, file=sys.stderr)
             code = 1
-    except KeyboardInterrupt:  # as the interpreter ends: killed by the signal
+    except KeyboardInterrupt:  # the interpreter ends by the signal itself
         traceback.print_exc()
-        code = -signal.SIGINT
+        interrupted = True
     except BaseException:  # noqa: BLE001 - the interpreter's own last resort
         traceback.print_exc()
         code = 1
@@ -263,21 +292,29 @@ def run_script(request, fds):
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError):
-            code = code or 120  # as the interpreter does when a stream fails at exit
-    if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-    os._exit(code)
+        except (OSError, ValueError) as error:  # as the interpreter's last flush
+            with contextlib.suppress(OSError, ValueError):
+                print(f"Exception ignored in: {stream!r}\n{type(error).__name__}: {error}",
+                      file=sys.__stderr__)
+            code = 120
+    if interrupted:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    os._exit(code & 0xFF)
 
 
 class WarmRun:
     """A run of the warm interpreter, with the parts of subprocess.Popen the tests use."""
 
-    def __init__(self, args, stdout, stderr, status):
+    def __init__(self, args, stdout, stderr, status, interpreter):
         self.args, self.returncode, self.status, self.told = args, None, status, b""
+        self.interpreter = interpreter
         self.stdout, self.stderr = open(stdout), open(stderr)  # as text=True opens them
-        self.pid = int(self.line(None))
+        pid = self.line(WARM_TIMEOUT)
+        if pid is None:
+            raise AssertionError(f"no run started within {WARM_TIMEOUT} s; "
+                                 f"{interpreter.failed()}")
+        self.pid = int(pid)
 
     def line(self, timeout):
         """The next line of the run's status, or None after timeout seconds."""
@@ -286,7 +323,11 @@ class WarmRun:
             left = None if deadline is None else max(0, deadline - time.monotonic())
             if not select.select([self.status], [], [], left)[0]:
                 return None
-            self.told += os.read(self.status, 64)
+            data = os.read(self.status, 64)
+            if not data:  # the watcher is gone: no status will ever come
+                raise AssertionError(f"the run's watcher ended without its exit code; "
+                                     f"{self.interpreter.failed()}")
+            self.told += data
         line, self.told = self.told.split(b"\n", 1)
         return line.decode()
 
@@ -306,10 +347,21 @@ class WarmRun:
 
     def send_signal(self, number):
         if self.poll() is None:
-            os.kill(self.pid, number)
+            with contextlib.suppress(ProcessLookupError):  # it ended just now
+                os.kill(self.pid, number)
 
     def kill(self):
         self.send_signal(signal.SIGKILL)
+
+    def end(self):
+        """When the test ends: kill the run if it still goes, then close its pipes."""
+        self.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired, AssertionError):
+            self.wait(30)
+        if self.returncode is None:
+            os.close(self.status)
+        for stream in (self.stdout, self.stderr):
+            stream.close()
 
     def communicate(self, timeout=None):
         """(stdout, stderr): what is left of each, read to the end; then the exit code."""
