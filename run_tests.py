@@ -22,6 +22,7 @@ does not load; 130/143 interrupted.
 """
 
 import argparse
+import atexit
 import contextlib
 import faulthandler
 import gc
@@ -143,6 +144,9 @@ def main(argv=None):
                 code = 1
                 try:
                     code = 0 if work(tests, counter, 2 if options.verbose else 1, report) else 1
+                    # As a worker that ended normally would: the helpers' exit steps
+                    # stop and reap what the tests started (a warm interpreter).
+                    atexit._run_exitfuncs()
                 finally:
                     sys.stdout.flush()
                     sys.stderr.flush()
