@@ -1,5 +1,6 @@
 """Helpers shared by the test modules: temp folders, the in-process harness,
-the real CLI in a fresh interpreter, and a loopback simulated API.
+the real CLI in a fresh interpreter or forked from a warm one, and a loopback
+simulated API.
 
 Nothing here talks to any address but 127.0.0.1.
 """
@@ -105,6 +106,15 @@ def cli(script, *args, env=None, cwd=None, timeout=120):
                           env=clean_env() if env is None else env)
 
 
+def exit_code(stop):
+    """The exit code the interpreter makes of a SystemExit: a message is printed
+    on stderr and gives 1."""
+    if stop.code is None or isinstance(stop.code, int):
+        return stop.code or 0
+    print(stop.code, file=sys.stderr)
+    return 1
+
+
 def in_process(script, *args, env, cwd=None):
     """A project script's main(args) in this interpreter, with env as the whole
     environment and cwd as the folder: a CompletedProcess, as cli() gives.
@@ -120,11 +130,8 @@ def in_process(script, *args, env, cwd=None):
     def main():
         try:
             return module.main(list(args))
-        except SystemExit as stop:  # as the interpreter turns it into an exit code
-            if stop.code is None or isinstance(stop.code, int):
-                return stop.code or 0
-            print(stop.code, file=sys.stderr)
-            return 1
+        except SystemExit as stop:
+            return exit_code(stop)
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.dict(os.environ, env, clear=True))
@@ -193,7 +200,7 @@ class WarmInterpreter:
         self.log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
             [sys.executable, *flags, "-c", code], stdin=theirs, stdout=self.log,
-            stderr=self.log, cwd=HERE, env={**dict(start_up(env)), **env})
+            stderr=self.log, cwd=HERE, env=env)
         theirs.close()
         self.control, self.runs = ours, []
 
@@ -277,11 +284,7 @@ def run_script(request, fds):
     try:
         runpy.run_path(request["script"], run_name="__main__")
     except SystemExit as stop:
-        if stop.code is None or isinstance(stop.code, int):
-            code = stop.code or 0
-        else:
-            print(stop.code, file=sys.stderr)
-            code = 1
+        code = exit_code(stop)
     except KeyboardInterrupt:  # the interpreter ends by the signal itself
         traceback.print_exc()
         interrupted = True
