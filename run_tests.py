@@ -9,10 +9,10 @@ first, so a worker that drew short tests takes more of them and both cores stay
 busy to the end. Each worker reports in full (its own unittest report, -v for a
 line per test) when it ends, then one line totals them:
 
-    OK: 409 of 409 tests ran in 3 workers, 0 failed, 4 skipped, 47.1 s
+    OK: 410 of 410 tests ran in 3 workers, 0 failed, 2 skipped, 33.6 s
 
-"failed" counts tests, not subtests: a test that failed or erred, and an
-unexpected success. A test that runs longer than TEST_SECONDS ends its worker
+"failed" and "skipped" count tests, not subtests: a test that failed or erred,
+and an unexpected success, fail. A test that runs longer than TEST_SECONDS ends its worker
 with every thread's traceback. Class and module fixtures run in each worker
 that takes one of their tests (this suite has none).
 
@@ -77,16 +77,22 @@ class Claimed(unittest.TestSuite):
                 faulthandler.cancel_dump_traceback_later()
                 return
             self.claimed += 1
-            # A hung test ends the worker, its stack in the report, not the run.
+            # A hung test ends the worker, its stack in the report, not the run;
+            # what the report holds so far is written first, in its order.
+            self.report.flush()
             faulthandler.dump_traceback_later(TEST_SECONDS, exit=True, file=self.report)
             yield self.all[index]
 
 
+def tests_in(entries):
+    """The ids of the tests that unittest's entries name, a subtest as its test."""
+    return {getattr(test, "test_case", test).id() for test, *_ in entries}
+
+
 def failed_tests(result):
-    """How many tests failed, erred or passed unexpectedly (subtests count once)."""
-    tests = [test for test, _ in result.failures + result.errors]
-    return len({getattr(test, "test_case", test).id() for test in tests}
-               | {test.id() for test in result.unexpectedSuccesses})
+    """How many tests failed, erred or passed unexpectedly."""
+    return len(tests_in(result.failures + result.errors)
+               | tests_in((test,) for test in result.unexpectedSuccesses))
 
 
 def work(tests, counter, verbosity, report):
@@ -95,7 +101,7 @@ def work(tests, counter, verbosity, report):
         claimed = Claimed(tests, counter, stream)
         result = unittest.TextTestRunner(stream=stream, verbosity=verbosity).run(claimed)
         stream.write(f"\n{COUNTS} {claimed.claimed} {failed_tests(result)} "
-                     f"{len(result.skipped)}\n")
+                     f"{len(tests_in(result.skipped))}\n")
         return result.wasSuccessful()
 
 

@@ -7,6 +7,7 @@ Nothing here talks to any address but 127.0.0.1.
 
 import atexit
 import contextlib
+import importlib
 import io
 import json
 import os
@@ -123,8 +124,6 @@ def in_process(script, *args, env, cwd=None):
     fresh interpreter costs 1.5 s of CPU, most of it loading the SDK. Signals,
     closed streams, start-up and the printed commands keep real processes.
     """
-    import importlib
-
     module = importlib.import_module(script.removesuffix(".py"))
 
     def main():
@@ -202,13 +201,10 @@ class WarmInterpreter:
             [sys.executable, *flags, "-c", code], stdin=theirs, stdout=self.log,
             stderr=self.log, cwd=HERE, env=env)
         theirs.close()
-        self.control, self.runs = ours, []
+        self.control = ours
 
     def stop(self):
-        """Kill the runs still going, then end the loop."""
-        for run in self.runs:
-            if run.returncode is None:
-                run.end()
+        """End the loop (every run has ended with its test: popen's cleanup)."""
         self.control.close()
         self.process.wait(timeout=60)
         self.log.close()
@@ -219,20 +215,18 @@ class WarmInterpreter:
         return (f"the warm interpreter ended with exit code {self.process.poll()}: "
                 f"{self.log.read()[-2000:].decode(errors='replace')}")
 
-    def start(self, script, args, env, cwd=None):
+    def start(self, script, args, env):
         reads, writes = zip(os.pipe(), os.pipe(), os.pipe())  # stdout, stderr, status
         with open(os.devnull, "rb") as stdin:
             request = json.dumps({"script": script, "args": list(args), "env": env,
-                                  "cwd": cwd or os.getcwd()}).encode()
+                                  "cwd": os.getcwd()}).encode()
             try:
                 socket.send_fds(self.control, [request], [stdin.fileno(), *writes])
             except OSError as error:
                 raise AssertionError(f"{self.failed()} ({error})") from None
         for fd in writes:
             os.close(fd)
-        run = WarmRun([script, *args], *reads, interpreter=self)
-        self.runs.append(run)
-        return run
+        return WarmRun([script, *args], *reads, interpreter=self)
 
 
 def serve_runs():
