@@ -155,13 +155,32 @@ FORMAT = {
 }
 
 CHAT_PREFIX = "chat:"  # chat:sonar-pro: a model of the legacy chat-completions API
-ANSWER_KEYS = {"code": str, "next_action": str, "source_urls": list}
-GENERAL_RFC = "rfc9110"  # the RFC every case may cite besides its own
-APPROVED_NETLOCS = {
-    host + port
-    for host in ("rfc-editor.org", "www.rfc-editor.org")
-    for port in ("", ":443")
+KINDS = {"string": str, "integer": int, "boolean": bool}  # a plain answer field's JSON type
+NETLOC_PORTS = ("", ":443")  # a cited URL names no port, or the https one
+
+# The built-in suite: the published domain, stated the way a suite file states
+# one (examples/suites/http-failures.toml says the same). Its cases stay in the
+# published shape above in records and in CASES; suite_case() is the bridge.
+BUILTIN_SUITE = {
+    "name": "http-failures",
+    "instructions": INSTRUCTIONS,
+    "models": MODELS,
+    "schema_name": FORMAT["json_schema"]["name"],
+    "answer": {"code": {"type": "string"},
+               "next_action": {"enum": list(ACTIONS)},
+               "source_urls": {"citations": True}},
+    "sources": {"url": "https://www.rfc-editor.org/rfc/{doc}",
+                "hosts": ["rfc-editor.org", "www.rfc-editor.org"],
+                "path": r"/rfc/(?P<doc>rfc[0-9]+)(?:\.html|\.txt)?/?",
+                "general": ["rfc9110"]},
+    "search": {"domains": TOOL["filters"]["search_domain_filter"],
+               "max_tokens": SEARCH_TOKENS, "max_tokens_per_page": SEARCH_TOKENS_PER_PAGE},
+    # Filled in below, once suite_case() is defined.
+    "cases": [],
 }
+GENERAL_RFC = BUILTIN_SUITE["sources"]["general"][0]  # the RFC every case may cite besides its own
+APPROVED_NETLOCS = {host + port for host in BUILTIN_SUITE["sources"]["hosts"]
+                    for port in NETLOC_PORTS}
 RFC_PATH = re.compile(r"/rfc/(rfc[0-9]+)(?:\.html|\.txt)?/?")
 CONFIDENCE = 0.95  # one-sided confidence of every stated pass-rate bound (--confidence)
 BISECTIONS = 200  # steps of the root search: far past a double's precision
@@ -174,24 +193,69 @@ SNAPSHOT = re.compile(r"(?:[-@_](?:20[0-9]{2}-?[01][0-9]-?[0-3][0-9]|latest))$")
 # Judging one answer: data in, reasons out.
 # --------------------------------------------------------------------------
 
-def rfc_document(url):
-    """Return "rfc<digits>" when url is an approved RFC Editor document URL."""
+def suite_case(case):
+    """A case of the published shape (id, expected, rfc, action, question) as a
+    suite states it (id, question, expect, cite); a suite's own cases pass as
+    they are."""
+    if "expect" in case:
+        return case
+    return {"id": case.get("id"), "question": case.get("question"),
+            "expect": {"code": case["expected"], "next_action": case["action"]},
+            "cite": case["rfc"]}
+
+
+BUILTIN_SUITE["cases"] = [suite_case(case) for case in CASES]
+
+
+def is_builtin_domain(suite):
+    """Whether a suite judges as the published design does (same answer fields
+    and sources): its cases are then kept in the published shape."""
+    return (suite["answer"] == BUILTIN_SUITE["answer"]
+            and suite["sources"] == BUILTIN_SUITE["sources"])
+
+
+def citations_field(suite):
+    """The name of the suite's one field of cited URLs."""
+    return next(name for name, kind in suite["answer"].items() if kind.get("citations"))
+
+
+@functools.lru_cache(maxsize=64)
+def source_rule(hosts, path):
+    """(the netlocs a citation may have, the compiled whole-path pattern)."""
+    return ({host.lower() + port for host in hosts for port in NETLOC_PORTS},
+            re.compile(path))
+
+
+def document(sources, url):
+    """The document an approved source URL names, or None.
+
+    https only; a host of the suite's (any case) with no port but 443; no user
+    or password; no query; no whitespace anywhere; the path matches the suite's
+    pattern as a whole, whose group `doc` names the document. A fragment is
+    fine. Any parse error means None.
+    """
     if not isinstance(url, str) or not url.isprintable() or " " in url:
         return None
     try:
         parts = urllib.parse.urlsplit(url)
     except ValueError:
         return None
+    netlocs, path = source_rule(tuple(sources["hosts"]), sources["path"])
     # Comparing the whole netloc rules out a user, a password and any port
     # but 443 in one step; the query test ignores a "?" inside the fragment.
     if (
         parts.scheme != "https"
-        or parts.netloc.lower() not in APPROVED_NETLOCS
+        or parts.netloc.lower() not in netlocs
         or "?" in url.partition("#")[0]
     ):
         return None
-    match = RFC_PATH.fullmatch(parts.path)
-    return match.group(1) if match else None
+    match = path.fullmatch(parts.path)
+    return match.group("doc") if match else None
+
+
+def rfc_document(url):
+    """Return "rfc<digits>" when url is an approved RFC Editor document URL."""
+    return document(BUILTIN_SUITE["sources"], url)
 
 
 def approved_source(url, rfc):
@@ -212,24 +276,56 @@ def search_result_urls(raw):
     return urls
 
 
-def returned_documents(raw):
-    """The RFC documents this response's own search returned: its receipts."""
-    return {rfc_document(url) for url in search_result_urls(raw)} - {None}
+def returned_documents(raw, sources=BUILTIN_SUITE["sources"]):
+    """The documents this response's own search returned: its receipts."""
+    return {document(sources, url) for url in search_result_urls(raw)} - {None}
 
 
-def citation_facts(case, url, returned):
-    """What one cited URL is, judged as check() judges it: its document, whether
-    this request's search returned it, whether it is approved for the case,
-    and whether it is the case's own RFC. The evidence page shows these."""
-    document = rfc_document(url)
-    return {"document": document,
-            "returned": document is not None and document in returned,
-            "approved": document is not None and document in (case["rfc"], GENERAL_RFC),
-            "primary": document is not None and document == case["rfc"]}
+def citation_facts(suite, case, url, returned):
+    """What one cited URL is, judged as judge_answer() judges it: its document,
+    whether this request's search returned it, whether it is approved for the
+    case, and whether it is the case's own document. The pages show these."""
+    case = suite_case(case)
+    found = document(suite["sources"], url)
+    return {"document": found,
+            "returned": found is not None and found in returned,
+            "approved": found is not None and (found == case["cite"]
+                                               or found in suite["sources"]["general"]),
+            "primary": found is not None and found == case["cite"]}
 
 
-def check(case, raw, text):
-    """Failure reasons for one answer, in a fixed order; [] means it passed."""
+def shape_ok(suite, answer):
+    """Whether a parsed answer is an object with exactly the suite's fields, each
+    of its kind (an enum is a string: a value outside it is a wrong value)."""
+    fields = suite["answer"]
+    if not isinstance(answer, dict) or set(answer) != set(fields):
+        return False
+    for name, kind in fields.items():
+        value = answer[name]
+        if kind.get("citations"):
+            ok = isinstance(value, list) and all(isinstance(url, str) for url in value)
+        elif "enum" in kind:
+            ok = isinstance(value, str)
+        else:
+            wanted = KINDS[kind["type"]]
+            ok = isinstance(value, wanted) and (wanted is bool or not isinstance(value, bool))
+        if not ok:
+            return False
+    return True
+
+
+def judge_answer(suite, case, raw, text):
+    """Failure reasons for one answer to one case of a suite, in a fixed order;
+    [] means it passed. The one checker: check() is this for the built-in suite.
+
+    response_not_completed, search_not_observed, invalid_json (stops),
+    invalid_answer_shape (stops), wrong_<field> for each expected value in the
+    order of the suite's answer fields, missing_or_duplicate_sources,
+    citation_not_in_search_results, citation_not_approved,
+    primary_reference_missing. A citation is proved to have a receipt (search
+    returned that document), not to have been read.
+    """
+    case = suite_case(case)
     reasons = []
     if not isinstance(raw, dict) or raw.get("status") != "completed":
         reasons.append("response_not_completed")
@@ -239,22 +335,17 @@ def check(case, raw, text):
         answer = json.loads(text)
     except (TypeError, ValueError, RecursionError):
         return reasons + ["invalid_json"]
-    if (
-        not isinstance(answer, dict)
-        or set(answer) != set(ANSWER_KEYS)
-        or not all(isinstance(answer[k], t) for k, t in ANSWER_KEYS.items())
-        or not all(isinstance(url, str) for url in answer["source_urls"])
-    ):
+    if not shape_ok(suite, answer):
         return reasons + ["invalid_answer_shape"]
-    if answer["code"] != case["expected"]:
-        reasons.append("wrong_code")
-    if answer["next_action"] != case["action"]:
-        reasons.append("wrong_next_action")
-    cited = answer["source_urls"]
-    if not cited or len({rfc_document(url) for url in set(cited)}) != len(cited):
+    for name in suite["answer"]:
+        if name in case["expect"] and answer[name] != case["expect"][name]:
+            reasons.append(f"wrong_{name}")
+    cited = answer[citations_field(suite)]
+    sources = suite["sources"]
+    if not cited or len({document(sources, url) for url in set(cited)}) != len(cited):
         reasons.append("missing_or_duplicate_sources")
-    returned = returned_documents(raw)
-    facts = [citation_facts(case, url, returned) for url in cited]
+    returned = returned_documents(raw, sources)
+    facts = [citation_facts(suite, case, url, returned) for url in cited]
     if not all(fact["returned"] for fact in facts):
         reasons.append("citation_not_in_search_results")
     if not all(fact["approved"] for fact in facts):
@@ -262,6 +353,11 @@ def check(case, raw, text):
     if not any(fact["primary"] for fact in facts):
         reasons.append("primary_reference_missing")
     return reasons
+
+
+def check(case, raw, text):
+    """Failure reasons for one answer, in a fixed order; [] means it passed."""
+    return judge_answer(BUILTIN_SUITE, case, raw, text)
 
 
 def reported_cost(raw):
@@ -379,8 +475,9 @@ def receipt_reasons(model, response):
     return [] if named is None or same_model(model, named) else ["answered_by_other_model"]
 
 
-def derived(case, row):
-    """A saved row judged again from its saved response alone.
+def derived(case, row, suite=BUILTIN_SUITE):
+    """A saved row judged again from its saved response alone, by the suite's
+    rules (case: as the record's config.cases holds it).
 
     The answer text, the answering model, the cost and the verdict come from
     the response, never from the row's own answer_text, reasons or passed. A
@@ -395,7 +492,7 @@ def derived(case, row):
     text = answer_text(model, response)
     if text is None:
         text = row.get("answer_text")
-    reasons = check(case, seen, text) + receipt_reasons(model, response)
+    reasons = judge_answer(suite, case, seen, text) + receipt_reasons(model, response)
     return {**row, "answer_text": text, "answered_model": answered_model(response),
             "cost_usd": reported_cost(seen), "reasons": reasons, "passed": not reasons}
 

@@ -76,6 +76,7 @@ from decimal import Decimal
 # internal error.
 import checker
 import record
+import suites
 from vocabulary import (BETTER, COUNT_WORDS, GATING, LABELS, NEW_FAILURE, WORSE, Parser, label,
                         mend_standard_streams, p_text)
 
@@ -276,6 +277,35 @@ def config_problem(before, after, switches, paths):
     return None
 
 
+def suite_problem(before, after):
+    """Why two records are of different suites (naming both and what differs),
+    or None. A record made before suites is of the built-in suite."""
+    old, new = record.suite_of(before), record.suite_of(after)
+    if suites.suite_sha256(old) == suites.suite_sha256(new):
+        return None
+    differences = []
+    if old["answer"] != new["answer"]:
+        differences.append("the answer's fields")
+    if old["sources"] != new["sources"]:
+        differences.append("the approved sources")
+    old_cases = {case["id"]: case for case in old["cases"]}
+    new_cases = {case["id"]: case for case in new["cases"]}
+    for verb, ids in (("added", [i for i in new_cases if i not in old_cases]),
+                      ("removed", [i for i in old_cases if i not in new_cases])):
+        if ids:
+            differences.append(f"cases {verb}: {', '.join(ids[:5])}"
+                               + (f" and {len(ids) - 5} more" if len(ids) > 5 else ""))
+    for key, what in (("expect", "expect changed"), ("cite", "cite changed"),
+                      ("question", "question changed")):
+        ids = [i for i in old_cases if i in new_cases and old_cases[i][key] != new_cases[i][key]]
+        if ids:
+            differences.append(f"{what}: {', '.join(ids[:5])}"
+                               + (f" and {len(ids) - 5} more" if len(ids) > 5 else ""))
+    return (f"the records are of different suites (BEFORE {shown(old['name'])}, AFTER "
+            f"{shown(new['name'])}): {'; '.join(differences) or 'case order changed'}; "
+            "compare two runs of the same suite")
+
+
 def pinned_budget(old, new):
     """Whether the tools differ only as the published form and the pinned budget do."""
     return ({json_key(old.get("tool")), json_key(new.get("tool"))}
@@ -393,7 +423,7 @@ def comparison(before, after, switches=(), paths=None):
             rows.append(index(run))
         except ValueError as exc:
             raise ValueError(f"{path}: {exc}{finish_hint(exc, path, run)}") from None
-    problem = config_problem(before, after, switches, paths)
+    problem = suite_problem(before, after) or config_problem(before, after, switches, paths)
     if problem:
         raise ValueError(problem)
     evidence = (before.get("evidence", "live"), after.get("evidence", "live"))

@@ -23,6 +23,7 @@ import math
 import urllib.parse
 
 import checker
+import suites
 import record
 import reports  # the one set of control characters, and the mark of our pages
 from vocabulary import BY_CONCERN as LABELS  # changes first
@@ -220,13 +221,43 @@ def listed(value):
     return value if isinstance(value, list) else []
 
 
+def page_suite(record):
+    """The suite a record's rows were judged by (record.load checked its hash);
+    the built-in suite for a record that has none, or a broken one."""
+    saved = field(record, "suite")
+    if isinstance(saved, dict):
+        try:
+            return suites.validate_suite(saved, "the record's suite")
+        except ValueError:
+            pass  # the page still shows such a record, judged as the built-in domain
+    return checker.BUILTIN_SUITE
+
+
+def page_case(case):
+    """A case of the config as a suite states it (id, question, expect, cite);
+    the parts that are missing or malformed are left empty."""
+    if isinstance(case.get("expect"), dict):
+        return {"id": case["id"], "question": case.get("question"),
+                "expect": case["expect"], "cite": case.get("cite")}
+    expect = {name: case[key] for name, key in (("code", "expected"), ("next_action", "action"))
+              if key in case}
+    return {"id": case["id"], "question": case.get("question"), "expect": expect,
+            "cite": case.get("rfc")}
+
+
 def config_cases(record):
-    """{case id: case dict} in config order; anything malformed is skipped."""
+    """{case id: case in the suite's shape} in config order; anything malformed
+    is skipped."""
     cases = {}
     for case in listed(field(field(record, "config"), "cases")):
         if isinstance(case, dict) and isinstance(case.get("id"), str):
-            cases.setdefault(case["id"], case)
+            cases.setdefault(case["id"], page_case(case))
     return cases
+
+
+def plain_fields(suite):
+    """The answer fields judged by exact value, in the suite's order."""
+    return [name for name, kind in suite["answer"].items() if not kind.get("citations")]
 
 
 def is_chat(row):
@@ -272,8 +303,8 @@ def parse_answer(text):
     return value if isinstance(value, dict) else None
 
 
-def document(url):
-    return checker.rfc_document(url) if isinstance(url, str) else None
+def document(suite, url):
+    return checker.document(suite["sources"], url) if isinstance(url, str) else None
 
 
 def number_like(value):
@@ -311,12 +342,12 @@ def repeat_key(row):
 # --------------------------------------------------------------------------
 
 
-def citation_marks(url, case, searched, cited_docs):
+def citation_marks(url, suite, case, searched, cited_docs):
     """Badges for one cited URL: the checker's own facts about it."""
-    facts = checker.citation_facts({"rfc": field(case, "rfc")}, url, searched)
+    facts = checker.citation_facts(suite, case or {"expect": {}, "cite": None}, url, searched)
     doc = facts["document"]
     if doc is None:
-        marks = [tag("not a recognised RFC Editor document URL", "no")]
+        marks = [tag("not a recognised document URL of this suite's sources", "no")]
     elif facts["returned"]:
         marks = [tag("returned by this request's search", "ok")]
     else:
@@ -324,8 +355,8 @@ def citation_marks(url, case, searched, cited_docs):
     if doc is not None and cited_docs.count(doc) > 1:
         marks.append(tag("cited twice", "no"))
     marks.append(tag("approved", "ok") if facts["approved"] else tag("NOT approved", "no"))
-    marks.append(tag("primary RFC", "ok") if facts["primary"]
-                 else tag("not the primary RFC", "info"))
+    marks.append(tag("the case's own document", "ok") if facts["primary"]
+                 else tag("not the case's own document", "info"))
     label = f'<span class="mono">{esc(doc)}</span> ' if doc else ""
     return f'<li class="cite">{link(url)} {label}{" ".join(marks)}</li>'
 
@@ -339,33 +370,31 @@ def expected_cell(value, expected):
             f'<span class="small">approved: <code>{esc(expected)}</code></span>')
 
 
-def answer_html(row, case, searched):
+def answer_html(row, suite, case, searched):
+    """The answer field by field in the suite's order, each exact value against
+    the approved one, each citation with the checker's facts about it."""
     text = field(row, "answer_text")
     answer = parse_answer(text)
     if answer is None:
         why = "no answer text" if text is None else "not a JSON object; the raw text"
         return f"<h3>Answer ({why})</h3>" + ("" if text is None else f"<pre>{esc(text)}</pre>")
-    urls = listed(answer.get("source_urls"))
-    docs = [document(url) for url in urls]
-    cites = "".join(citation_marks(url, case, searched, docs) for url in urls) or "<li>none</li>"
-    code = expected_cell(answer.get("code"), field(case, "expected"))
-    action = expected_cell(answer.get("next_action"), field(case, "action"))
-    parts = [
-        f"<h3>Answer</h3><table><tr><th>code</th><td>{code}</td></tr>",
-        f"<tr><th>next action</th><td>{action}</td></tr>",
-        f'<tr><th>cited URLs</th><td><ul class="plain cites">{cites}</ul></td></tr></table>',
-    ]
-    if not approved_shape(answer):
+    expect = field(case, "expect", {})
+    parts = ["<h3>Answer</h3><table>"]
+    for name, kind in suite["answer"].items():
+        if kind.get("citations"):
+            urls = listed(answer.get(name))
+            docs = [document(suite, url) for url in urls]
+            cell = '<ul class="plain cites">' + ("".join(
+                citation_marks(url, suite, case, searched, docs) for url in urls)
+                or "<li>none</li>") + "</ul>"
+            name = f"{name} (cited)"
+        else:
+            cell = expected_cell(answer.get(name), expect.get(name))
+        parts.append(f"<tr><th>{esc(name.replace('_', ' '))}</th><td>{cell}</td></tr>")
+    parts.append("</table>")
+    if not checker.shape_ok(suite, answer):
         parts.append(f"<p>Raw answer text (not the approved shape):</p><pre>{esc(text)}</pre>")
     return "".join(parts)
-
-
-def approved_shape(answer):
-    """Exactly code, next_action, source_urls of types str, str, list of str."""
-    return (set(answer) == {"code", "next_action", "source_urls"}
-            and isinstance(answer["code"], str) and isinstance(answer["next_action"], str)
-            and isinstance(answer["source_urls"], list)
-            and all(isinstance(url, str) for url in answer["source_urls"]))
 
 
 def snippet_html(snippet):
@@ -378,12 +407,12 @@ def snippet_html(snippet):
             f'<div class="body snippet">{esc(text)}</div></details>')
 
 
-def results_html(results):
+def results_html(results, suite):
     if not results:
         return "<h3>Search results</h3><p>none: this answer has no receipts</p>"
     items = []
     for result in results[:MAX_RESULTS_SHOWN]:
-        doc = document(result.get("url"))
+        doc = document(suite, result.get("url"))
         title = as_text(result.get("title")) or "(no title)"
         items.append(f"<li><strong>{esc(title)}</strong> "
                      + (f'<span class="mono">{esc(doc)}</span>' if doc else "")
@@ -435,10 +464,10 @@ def answered_by(row):
     return f" · answered by <code>{esc(named)}</code>"
 
 
-def row_html(row, case):
+def row_html(row, suite, case):
     """One row in a <details>: open when it failed, collapsed when it passed."""
     results = search_results(row)
-    searched = {document(r.get("url")) for r in results} - {None}
+    searched = {document(suite, r.get("url")) for r in results} - {None}
     reasons = listed(field(row, "reasons"))
     ok = passed(row)
     verdict = "PASS" if ok else "FAIL " + ", ".join(esc(r) for r in reasons)
@@ -446,8 +475,8 @@ def row_html(row, case):
             f"<summary>repeat {esc(field(row, 'repeat'))} · "
             f'<strong class="{"pass" if ok else "fail"}">{verdict}</strong>{answered_by(row)}'
             f'</summary><div class="body">{reasons_html(reasons)}'
-            f"{answer_html(row, case, searched)}{facts_html(row)}"
-            f"{results_html(results)}</div></details>")
+            f"{answer_html(row, suite, case, searched)}{facts_html(row)}"
+            f"{results_html(results, suite)}</div></details>")
 
 
 # --------------------------------------------------------------------------
@@ -564,13 +593,14 @@ def grid_html(groups, case_ids, models, summary=None):
 def case_html(case):
     if not case:
         return "<p>This case is not in the record's config.</p>"
-    return (f"<p><strong>Approved</strong>: code <code>{esc(case.get('expected'))}</code> · "
-            f"next action <code>{esc(case.get('action'))}</code> · primary RFC "
-            f"<code>{esc(case.get('rfc'))}</code></p>"
-            f"<p>Question (the log the model sees):</p><pre>{esc(case.get('question'))}</pre>")
+    approved = " · ".join(f"{esc(name.replace('_', ' '))} <code>{esc(value)}</code>"
+                          for name, value in case["expect"].items())
+    return (f"<p><strong>Approved</strong>: {approved or 'no exact values'} · its own document "
+            f"<code>{esc(case.get('cite'))}</code></p>"
+            f"<p>Question (what the model sees):</p><pre>{esc(case.get('question'))}</pre>")
 
 
-def group_html(index, case_id, model, rows, case):
+def group_html(index, case_id, model, rows, suite, case):
     """One (case, model): failing rows in full, one passing row in full as an
     example, and every other row in brief, one line each."""
     good, runs = rate(rows)
@@ -581,7 +611,7 @@ def group_html(index, case_id, model, rows, case):
     full = ([row for row in failing if not field(row, "light")][:FULL_FAILING_ROWS]
             + [row for row in passing if not field(row, "light")][:FULL_PASSING_ROWS])
     brief = [row for row in failing + passing if not any(row is shown for shown in full)]
-    body = "".join(row_html(row, case) for row in full) + brief_html(brief, case)
+    body = "".join(row_html(row, suite, case) for row in full) + brief_html(brief, suite)
     return (f'<details class="group {kind}" id="g{index}"{"" if kind == "pass" else " open"}>'
             f"<summary><code>{esc(case_id)}</code> · <code>{esc(model)}</code> · "
             f'<strong class="{kind}">{rate_text(good, runs)}</strong></summary>'
@@ -599,7 +629,7 @@ class Shown:
     def __init__(self, reuse=None):
         self.counts, self.reuse = {}, reuse or {}
 
-    def __call__(self, row):
+    def __call__(self, row, suite):
         ok = passed(row)
         pair, everywhere = (row["model"], row["case_id"], ok), ok
         if (self.counts.get(pair, 0) < (FULL_PASSING_ROWS if ok else FULL_FAILING_ROWS)
@@ -609,39 +639,43 @@ class Shown:
                 self.counts[key] = self.counts.get(key, 0) + 1
             return row
         kept = self.reuse.get((row["model"], row["case_id"], row["repeat"]))
-        return kept if kept is not None and kept == record.light(row) else record.light(row)
+        light = record.light(row, suite)
+        return kept if kept is not None and kept == light else light
 
 
-def brief_html(rows, case):
+def brief_html(rows, suite):
     """Rows in brief: verdict, answer, cited and returned documents, cost, seconds."""
     if not rows:
         return ""
+    plain, cited_field = plain_fields(suite), checker.citations_field(suite)
     lines = []
     for row in rows:
         answer = parse_answer(field(row, "answer_text")) or {}
-        cited = sorted({as_text(document(url) or url)
-                        for url in listed(answer.get("source_urls"))})
+        cited = sorted({as_text(document(suite, url) or url)
+                        for url in listed(answer.get(cited_field))})
         returned = row["returned"] if field(row, "light") else sorted(
-            {doc for doc in (document(r.get("url")) for r in search_results(row)) if doc})
+            {doc for doc in (document(suite, r.get("url")) for r in search_results(row))
+             if doc})
         ok = passed(row)
         verdict = "PASS" if ok else "FAIL " + ", ".join(esc(r) for r in
                                                        listed(field(row, "reasons")))
+        values = "".join(f"<td>{esc(answer.get(name))}</td>" for name in plain)
         lines.append(f"<tr><td>{esc(field(row, 'repeat'))}</td>"
-                     f'<td class="{"pass" if ok else "fail"}">{verdict}</td>'
-                     f"<td>{esc(answer.get('code'))}</td><td>{esc(answer.get('next_action'))}</td>"
+                     f'<td class="{"pass" if ok else "fail"}">{verdict}</td>{values}'
                      f"<td>{esc(', '.join(cited))}</td><td>{esc(', '.join(returned))}</td>"
                      f"<td>{cost(field(row, 'cost_usd'))}</td>"
                      f"<td>{number(field(row, 'seconds'))}</td></tr>")
+    heads = "".join(f"<th>{esc(name.replace('_', ' '))}</th>" for name in plain)
     return (f"<details><summary>{len(rows):,} more rows in brief (the record keeps each "
-            "whole response)</summary><table><tr><th>repeat</th><th>verdict</th><th>code"
-            "</th><th>next action</th><th>cited</th><th>search returned</th><th>cost</th>"
+            f"whole response)</summary><table><tr><th>repeat</th><th>verdict</th>{heads}"
+            "<th>cited</th><th>search returned</th><th>cost</th>"
             f"<th>seconds</th></tr>{''.join(lines)}</table></details>")
 
 
 def run_page(record, title=None):
     """The whole HTML page of one saved run (a validated record)."""
     groups, case_ids, models = grouped(record)
-    cases = config_cases(record)
+    cases, suite = config_cases(record), page_suite(record)
     failing = [(i, g) for i, g in enumerate(groups) if rate(g[2])[0] < len(g[2])]
     passing = [(i, g) for i, g in enumerate(groups) if rate(g[2])[0] == len(g[2])]
     sections = []
@@ -649,7 +683,7 @@ def run_page(record, title=None):
         if chosen:
             sections.append(f"<h2>{heading}: {len(chosen)} case × model groups, "
                             f"{sum(len(g[2]) for _, g in chosen):,} rows</h2>")
-            sections += [group_html(i, c, m, rows, cases.get(c))
+            sections += [group_html(i, c, m, rows, suite, cases.get(c))
                          for i, (c, m, rows) in chosen]
     if not groups:
         sections.append("<h2>Rows</h2><p>The record holds no rows.</p>")
@@ -664,10 +698,10 @@ def run_page(record, title=None):
 # --------------------------------------------------------------------------
 
 
-def sources_key(answer):
+def sources_key(suite, answer):
     """Cited documents, order-free; an unrecognised URL stands for itself."""
-    urls = listed(field(answer, "source_urls"))
-    return sorted(as_text(document(url) or url) for url in urls)
+    urls = listed(field(answer, checker.citations_field(suite)))
+    return sorted(as_text(document(suite, url) or url) for url in urls)
 
 
 def compare_cell(value, first, approved):
@@ -685,27 +719,28 @@ def compare_cell(value, first, approved):
     return f'<td class="{" ".join(classes)}"><code>{esc(value)}</code>{notes}</td>'
 
 
-def answer_cells(row, first, case):
-    """Code, action and sources of one repeat, compared with before's first."""
+def answer_cells(row, first, suite, case):
+    """The exact values and the sources of one repeat, compared with before's first."""
     text = field(row, "answer_text")
     answer = parse_answer(text)
+    plain = plain_fields(suite)
     if answer is None:
         shown = ("no answer" if text is None
                  else f"not a JSON object: <code>{esc(text, SNIPPET_CHARS)}</code>")
-        return f'<td class="cell wrong" colspan="3">{shown}</td>'
+        return f'<td class="cell wrong" colspan="{len(plain) + 1}">{shown}</td>'
     reasons = {r for r in listed(field(row, "reasons")) if isinstance(r, str)}
-    sources = "<br>".join(link(url, document(url))
-                          for url in listed(answer.get("source_urls"))) or "none"
-    same_sources = sources_key(answer) == sources_key(first)
+    sources = "<br>".join(link(url, document(suite, url)) for url in listed(
+        answer.get(checker.citations_field(suite)))) or "none"
+    same_sources = sources_key(suite, answer) == sources_key(suite, first)
     source_class = "cell wrong" if reasons & CITATION_REASONS else "cell"
-    return (compare_cell(answer.get("code"), field(first, "code"), field(case, "expected"))
-            + compare_cell(answer.get("next_action"), field(first, "next_action"),
-                           field(case, "action"))
+    expect = field(case, "expect", {})
+    return ("".join(compare_cell(answer.get(name), field(first, name), expect.get(name))
+                    for name in plain)
             + f'<td class="{source_class}{"" if same_sources else " changed"}">{sources}'
             + ("" if same_sources else " " + tag("changed", "changed")) + "</td>")
 
 
-def side_html(which, model, rows, first, case, p_value):
+def side_html(which, model, rows, first, suite, case, p_value):
     good, runs = rate(rows)
     p_shown = f" · p={p_text(p_value)}" if isinstance(p_value, (int, float)) and not isinstance(
         p_value, bool) and math.isfinite(p_value) else ""
@@ -715,12 +750,13 @@ def side_html(which, model, rows, first, case, p_value):
         reasons = ", ".join(esc(r) for r in listed(field(row, "reasons")))
         lines.append(f"<tr><td>{esc(field(row, 'repeat'))}</td>"
                      f'<td class="{"pass" if ok else "fail"}">{"PASS" if ok else "FAIL"}</td>'
-                     f"{answer_cells(row, first, case)}"
+                     f"{answer_cells(row, first, suite, case)}"
                      f'<td class="small">{reasons}</td></tr>')
     return (f"<div><h3>{which}: <code>{esc(model)}</code> · "
             f'<span class="{rate_class(good, runs)}">{rate_text(good, runs)}</span>{p_shown}</h3>'
-            "<table><tr><th>repeat</th><th>verdict</th><th>code</th><th>next action</th>"
-            f"<th>sources</th><th>reasons</th></tr>{''.join(lines)}</table></div>")
+            "<table><tr><th>repeat</th><th>verdict</th>"
+            + "".join(f"<th>{esc(name.replace('_', ' '))}</th>" for name in plain_fields(suite))
+            + f"<th>sources</th><th>reasons</th></tr>{''.join(lines)}</table></div>")
 
 
 def models_text(item):
@@ -728,7 +764,7 @@ def models_text(item):
     return esc(old) if old == new else f"{esc(old)} → {esc(new)}"
 
 
-def item_html(item, cases):
+def item_html(item, suite, cases):
     label = as_text(field(item, "label"))
     before_rows = [r for r in listed(field(item, "before")) if isinstance(r, dict)]
     after_rows = [r for r in listed(field(item, "after")) if isinstance(r, dict)]
@@ -746,8 +782,8 @@ def item_html(item, cases):
             f"{rate_text(good_b, runs_b)} → {rate_text(good_a, runs_a)}</summary>"
             f'<div class="body"><details><summary>The case</summary><div class="body">'
             f'{case_html(case)}</div></details><div class="pair">'
-            f"{side_html('Before', old, before_rows, first, case, None)}"
-            f"{side_html('After', new, after_rows, first, case, p_value)}"
+            f"{side_html('Before', old, before_rows, first, suite, case, None)}"
+            f"{side_html('After', new, after_rows, first, suite, case, p_value)}"
             "</div></div></details>")
 
 
@@ -807,16 +843,17 @@ def comparison_page(before, after, items, cautions, files=None, title=None):
     cautions = listed(cautions)
     cases = config_cases(before)
     cases.update(config_cases(after))
+    suite = page_suite(after)
     sections = []
     for label in LABELS:
         chosen = [item for item in items if field(item, "label") == label]
         if chosen and label != PASS:
             sections.append(f"<h2>{label}: {len(chosen)}</h2>")
-            sections += [item_html(item, cases) for item in chosen]
+            sections += [item_html(item, suite, cases) for item in chosen]
     others = [item for item in items if field(item, "label") not in LABELS]
     if others:
         sections.append(f"<h2>Other labels: {len(others)}</h2>")
-        sections += [item_html(item, cases) for item in others]
+        sections += [item_html(item, suite, cases) for item in others]
     passing = [item for item in items if field(item, "label") == "PASS"]
     if passing:
         sections.append("<h2>PASS</h2>" + pass_table(passing))

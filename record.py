@@ -37,7 +37,9 @@ import stat
 from decimal import Decimal, InvalidOperation
 
 import checker
+import suites
 from checker import ACTIONS
+from suites import CASE_ID
 
 MAX_REPEATS = 10  # a run is an observation; more repeats cost money, not truth
 MAX_PROVE_REPEATS = 500  # --prove: 500 passes in a row prove 99.4 % at 95 %
@@ -49,7 +51,6 @@ CREATE_ROWS = 500  # rows a resume writes into a new record before writing more
 PENDING_BYTES = 4 << 20  # rows held in memory while an earlier one is missing
 COPY_BYTES = 1 << 20  # the second slot is copied from the first this much at a time
 CASE_FIELDS = ("id", "expected", "rfc", "action", "question")
-CASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # safe in lines, XML, Markdown
 STATUS = re.compile(r"[1-5][0-9][0-9]|unknown")
 RFC_NAME = re.compile(r"rfc[1-9][0-9]{0,4}")
 MAX_COST_EXPONENT = 400  # |adjusted exponent| of a cost: past any float the API can send
@@ -249,8 +250,8 @@ def judged_rows(record, runs, errors=False):
     resume redoes them); else the first one is refused.
     """
     expected = plan_keys(record.get("config"))
-    cases = {case["id"]: case for case in validate_cases(record["config"]["cases"],
-                                                         "config.cases")}
+    suite = suite_of(record)
+    cases = {case["id"]: case for case in record["config"]["cases"]}
     # Only a verdict made by this very checker must match; an older checker's
     # verdicts are simply replaced (evidence_notes says so).
     own = record.get("checker_sha256") == checker_sha256()
@@ -269,7 +270,7 @@ def judged_rows(record, runs, errors=False):
             raise ValueError(f"{where} has an execution error; resume or rerun it "
                              "before comparing")
         seen.add(key)
-        judged = checker.derived(cases[key[1]], row)
+        judged = checker.derived(cases[key[1]], row, suite)
         edited = own and next((name for name in JUDGED if name in row
                                and row[name] != judged[name]), None)
         if edited:
@@ -280,6 +281,23 @@ def judged_rows(record, runs, errors=False):
             raise ValueError(f"{where}: {what}; the record was edited after it was saved: "
                              "use the original file, or start a new run")
         yield number_, key, judged
+
+
+def suite_of(record):
+    """The suite a record's rows are judged by, or ValueError: its saved suite,
+    whose hash and cases must be the record's own; a record made before suites
+    is of the built-in suite, with its config.cases."""
+    config = record.get("config")
+    if "suite" not in record:
+        cases = validate_cases(config.get("cases"), "config.cases")
+        return suites.with_cases(checker.BUILTIN_SUITE, cases)
+    suite = suites.validate_suite(record["suite"], "its saved suite")
+    edited = "the record was edited after it was saved; use the original file"
+    if record.get("suite_sha256") != suites.suite_sha256(suite):
+        raise ValueError(f"its suite_sha256 is not the hash of its saved suite: {edited}")
+    if suites.record_cases(suite) != config.get("cases"):
+        raise ValueError(f"its config.cases are not its saved suite's cases: {edited}")
+    return suite
 
 
 def coverage_problem(rows, config):
@@ -310,7 +328,7 @@ def validate_record(record, complete=True, errors=False):
     return rows
 
 
-def light(row):
+def light(row, suite=checker.BUILTIN_SUITE):
     """A judged row as the views read it once its verdict is made: all but the
     response, with what a brief line shows of it (the documents its own search
     returned) and whether its answer text is unreceipted. Never saved: a record
@@ -319,7 +337,7 @@ def light(row):
         return row
     seen = checker.answer_seen(row["model"], row.get("response"))
     return {**row, "response": None, "light": True,
-            "returned": sorted(checker.returned_documents(seen)),
+            "returned": sorted(checker.returned_documents(seen, suite["sources"])),
             "unreceipted": checker.unreceipted(row)}
 
 
@@ -367,10 +385,11 @@ def load_from(path, keep, whole):
         if not isinstance(runs, (list, Rows)):
             raise ValueError("the record has no runs list")
         rows, kept, first_error = {}, [], None
+        suite = suite_of(fields) if isinstance(fields.get("config"), dict) else None
         for number_, key, row in judged_rows(fields, runs, errors=True):
             if row.get("error") and first_error is None:
                 first_error = (number_, key)
-            row = keep(row)
+            row = keep(row, suite)
             rows[key] = row
             kept.append(row)
         judged = Judged({**fields, "runs": kept}, rows, digest.hexdigest(), first_error)

@@ -78,8 +78,10 @@ except ModuleNotFoundError as missing:
     raise SystemExit(2) from None
 
 import batching
+import checker
 import record
 import reports
+import suites
 # What is asked and how answers are judged live in checker.py (pure, no SDK),
 # so every reader of a record judges with the same code; these names are the
 # runner's interface too.
@@ -136,46 +138,54 @@ NO_VERDICT_STATUSES = {  # agent run statuses that leave nothing to judge: (erro
 # --------------------------------------------------------------------------
 
 
-def chat_request_template():
+def tool_and_format(suite):
+    """The web_search tool and the response_format a suite's requests carry
+    (None: the built-in suite's TOOL and FORMAT)."""
+    return (TOOL, FORMAT) if suite is None else (suites.tool_of(suite), suites.format_of(suite))
+
+
+def chat_request_template(suite=None):
     """The chat-completions request, the Agent API contract in the chat API's fields.
 
     Only fields the SDK's chat API knows: the API rejects unknown ones.
     """
+    tool, answer_format = tool_and_format(suite)
     return {
         "messages": [{"role": "system", "content": "<INSTRUCTIONS>"},
                      {"role": "user", "content": "<the case's question>"}],
-        "search_domain_filter": TOOL["filters"]["search_domain_filter"],
+        "search_domain_filter": tool["filters"]["search_domain_filter"],
         "web_search_options": {"search_context_size": CHAT_SEARCH_CONTEXT},
         "num_search_results": CHAT_SEARCH_RESULTS,
-        "response_format": FORMAT,
+        "response_format": answer_format,
         "max_tokens": MAX_OUTPUT_TOKENS,
     }
 
 
-def chat_request(case, model, instructions=INSTRUCTIONS):
+def chat_request(case, model, instructions=INSTRUCTIONS, suite=None):
     """The chat-completions request for one case; the expected answer is never sent."""
-    request = chat_request_template()
+    request = chat_request_template(suite)
     request["model"] = model[len(CHAT_PREFIX):]
     request["messages"] = [{"role": "system", "content": instructions},
                            {"role": "user", "content": case["question"]}]
     return request
 
 
-def run_config(models, cases, repeats, instructions=INSTRUCTIONS, prove=None):
+def run_config(models, cases, repeats, instructions=INSTRUCTIONS, prove=None, suite=None):
     """Everything sent that can change an answer: the record's `config`."""
+    tool, answer_format = tool_and_format(suite)
     config = {
         "models": models,
         "cases": cases,
         "instructions": instructions,
-        "tool": TOOL,
-        "response_format": FORMAT,
+        "tool": tool,
+        "response_format": answer_format,
         "repeats": repeats,
         "max_steps": MAX_STEPS,
         "max_output_tokens": MAX_OUTPUT_TOKENS,
         "timeout_seconds": TIMEOUT_SECONDS,
     }
     if any(model.startswith(CHAT_PREFIX) for model in models):
-        config["chat_request"] = chat_request_template()
+        config["chat_request"] = chat_request_template(suite)
     if prove is not None:  # repeats is then what the rate needs: each pair's most
         config["prove"] = prove
     return config
@@ -223,11 +233,12 @@ def too_large(row, size):
                               "its id, size and first characters are kept")}
 
 
-def agent_request(case, model, instructions=INSTRUCTIONS):
+def agent_request(case, model, instructions=INSTRUCTIONS, suite=None):
     """The Agent API request for one case, as a plain request and a batch line
     send it; the expected answer is never sent."""
+    tool, answer_format = tool_and_format(suite)
     return {"model": model, "instructions": instructions, "input": case["question"],
-            "tools": [TOOL], "response_format": FORMAT, "max_steps": MAX_STEPS,
+            "tools": [tool], "response_format": answer_format, "max_steps": MAX_STEPS,
             "max_output_tokens": MAX_OUTPUT_TOKENS}
 
 
@@ -301,10 +312,11 @@ def dump_response(response):
         return response.model_dump(mode="json", exclude_none=True)
 
 
-def run_one(client, case, model, instructions=INSTRUCTIONS, background=False, receipt=None):
+def run_one(client, case, model, instructions=INSTRUCTIONS, background=False, receipt=None,
+            suite=None):
     """Send one case to one model and check the answer; never raises Exception.
 
-    background=True (how the runner sends every Agent API request) creates it
+    suite: the suite the case is of (None: the built-in one). background=True (how the runner sends every Agent API request) creates it
     in background mode and streams it, so its id arrives before its answer;
     by default it is the plain request of the published design. receipt: the
     id of a response the API already holds for this row, fetched instead of
@@ -325,7 +337,8 @@ def run_one(client, case, model, instructions=INSTRUCTIONS, background=False, re
     started = time.monotonic()
     try:
         if model.startswith(CHAT_PREFIX):
-            response = client.chat.completions.create(**chat_request(case, model, instructions))
+            response = client.chat.completions.create(**chat_request(case, model, instructions,
+                                                                     suite))
             # The raw chat response is the evidence; check() reads its
             # normalised form, so one checker serves both APIs.
             row["response"] = dump_response(response)
@@ -335,7 +348,7 @@ def run_one(client, case, model, instructions=INSTRUCTIONS, background=False, re
                 response = client.responses.retrieve(receipt)
             else:
                 response = client.responses.create(
-                    **agent_request(case, model, instructions),
+                    **agent_request(case, model, instructions, suite),
                     **({"background": True, "stream": True} if background else {}),
                 )
             if isinstance(response, Stream):  # a plain SDK client hands back the stream
@@ -346,7 +359,7 @@ def run_one(client, case, model, instructions=INSTRUCTIONS, background=False, re
             # the SDK's output_text when the response has no message item.
             text = answer_text(model, row["response"])
             row["answer_text"] = getattr(response, "output_text", "") if text is None else text
-        judge(row, case, model)
+        judge(row, case, model, suite)
     except Exception as exc:  # noqa: BLE001 - every failure becomes evidence
         status = getattr(exc, "status_code", None)
         row["error"] = type(exc).__name__
@@ -357,12 +370,16 @@ def run_one(client, case, model, instructions=INSTRUCTIONS, background=False, re
     return row
 
 
-def judge(row, case, model):
-    """The row's cost and reasons from its saved response and answer text."""
+def judge(row, case, model, suite=None):
+    """The row's cost and reasons from its saved response and answer text: by
+    this module's check() for the built-in domain, else by the suite's rules."""
     seen = answer_seen(model, row["response"])
     row["cost_usd"] = reported_cost(seen)
-    row["reasons"] = check(case, seen, row["answer_text"]) + receipt_reasons(
-        model, row["response"])
+    if suite is None or checker.is_builtin_domain(suite):
+        reasons = check(case, seen, row["answer_text"])
+    else:
+        reasons = checker.judge_answer(suite, case, seen, row["answer_text"])
+    row["reasons"] = reasons + receipt_reasons(model, row["response"])
 
 
 def finished(client, result, on_receipt=None):
@@ -430,7 +447,8 @@ def fetched(client, response_id):
                    response_id=response_id)
 
 
-def send_one(client, index, entry, *, execution, secrets, instructions, pause, receipts):
+def send_one(client, index, entry, *, execution, secrets, instructions, pause, receipts,
+             suite=None):
     """The whole row of one planned request: sent (or fetched by the id an
     earlier process saved), checked, counted and redacted (settled).
     """
@@ -444,7 +462,8 @@ def send_one(client, index, entry, *, execution, secrets, instructions, pause, r
                             functools.partial(fetched, client))
     recovered = None
     if saved_id is not None:
-        row = run_one(sender, case, model, instructions, background, receipt=saved_id)
+        row = run_one(sender, case, model, instructions, background, receipt=saved_id,
+                      suite=suite)
         recovered = f"fetched by its id {saved_id} after an interruption"
         if row["error_status"] == 404:  # the API no longer has it: the only case sent again
             sender.error_message = sender.error_kind = None
@@ -452,7 +471,7 @@ def send_one(client, index, entry, *, execution, secrets, instructions, pause, r
             saved_id = None
     if saved_id is None:
         receipts.sending(index, entry)
-        row = run_one(sender, case, model, instructions, background)
+        row = run_one(sender, case, model, instructions, background, suite=suite)
     message = sender.error_message
     if retired(row, sender, model):
         row["error"] = "SonarRetired"
@@ -510,7 +529,7 @@ def batch_row(run, index, line, batch):
         try:
             text = answer_text(model, body)
             row["answer_text"] = "" if text is None else text
-            judge(row, case, model)
+            judge(row, case, model, run.suite)
         except Exception as exc:  # noqa: BLE001 - every failure becomes evidence
             row.update(error=type(exc).__name__, reasons=["execution_error"])
             message = f"{row['error']} raised while checking the answer"
@@ -648,7 +667,7 @@ def collect(run, client, plan, saved, part, batch, started):
 
 def batch_line(run, index):
     repeat, case, model = run.entries[index]
-    return batching.input_line(index, agent_request(case, model, run.instructions))
+    return batching.input_line(index, agent_request(case, model, run.instructions, run.suite))
 
 
 def api_failure(exc, secrets):
@@ -809,8 +828,12 @@ OPTIONS = [  # flag, argparse keywords; help says what it does and its default
                        f"model, 1..{MAX_REPEATS} (default: 1)")),
     ("--out", dict(metavar="PATH", help="new file for the record; an existing file is "
                    "never overwritten (default: results.json)")),
+    ("--suite", dict(metavar="FILE", help="a suite file (TOML) that declares a whole domain: "
+                     "instructions, answer fields, approved sources, search budget and cases "
+                     "(docs/suites.md; default: the built-in http-failures suite)")),
     ("--cases", dict(metavar="FILE", help="a .json or .toml file of cases (id, expected, "
-                     "rfc, action, question) to run instead of the built-in ones")),
+                     "rfc, action, question) of the built-in domain to run instead of its "
+                     "own")),
     ("--instructions", dict(metavar="FILE", help="the advisor's instructions from a text "
                             "file instead of the built-in ones; recorded as sent")),
     ("--jobs", dict(type=int, metavar="N", help=f"requests in flight at once, "
@@ -853,7 +876,7 @@ OPTIONS = [  # flag, argparse keywords; help says what it does and its default
     ("--demo", dict(metavar="NEW_DIR", help="run offline against a simulated API and write "
                     "NEW_DIR/results.json (no key needed, data is synthetic)")),
 ]
-FROM_RECORD = ("--models", "--repeats", "--cases", "--instructions", "--demo", "--prove",
+FROM_RECORD = ("--models", "--repeats", "--suite", "--cases", "--instructions", "--demo", "--prove",
                "--max-repeats")
 
 
@@ -878,6 +901,9 @@ def parse_args(argv):
                 or model == CHAT_PREFIX or model.strip() != model):
             parser.error(f"--models: {model!r} is not a model name (printable, 1..."
                          f"{record.MAX_NAME} characters, e.g. openai/gpt-5.6-sol)")
+    if args.suite is not None and args.cases is not None:
+        parser.error("--suite declares its own cases; drop --cases (or put the cases "
+                     "in the suite file)")
     if args.repeats is not None and not 1 <= args.repeats <= MAX_REPEATS:
         parser.error(f"--repeats must be 1..{MAX_REPEATS}, got {args.repeats}")
     if args.prove is not None:
@@ -962,7 +988,8 @@ class Run:
     # --batch: {"parts": [{"start", "stop", "input_file_id", "batch_id", "status",
     # "collected", ...}]}, each step saved before the next (see batching.py).
     batch: dict = None
-    cases_file: str = None  # the --cases file of a new run
+    cases_file: str = None  # the --cases or --suite file of a new run
+    suite: dict = None  # what the run asks and how it judges: checker.BUILTIN_SUITE or a file's
 
     def __post_init__(self):
         self.saving = threading.Lock()  # one save at a time: rows and receipts
@@ -1098,11 +1125,19 @@ def check_outputs(out, paths):
 
 
 def new_run(args, secrets):
-    """A fresh run (or the demo): models, cases and instructions from the flags."""
-    cases = CASES if args.cases is None else load_cases(args.cases)
-    instructions = INSTRUCTIONS if args.instructions is None else load_instructions(
-        args.instructions)
-    models, out = args.models or MODELS, args.out or "results.json"
+    """A fresh run (or the demo): suite, models, cases and instructions from the flags."""
+    suite = checker.BUILTIN_SUITE
+    if args.suite is not None:
+        suite = suites.read_suite(args.suite)
+    elif args.cases is not None:
+        suite = suites.with_cases(suite, load_cases(args.cases))
+    cases = suites.record_cases(suite)
+    instructions = (suite.get("instructions") if args.instructions is None
+                    else load_instructions(args.instructions))
+    if instructions is None:
+        raise ValueError(f"{args.suite} has no instructions; add instructions = \"\"\"...\"\"\" "
+                         "to it, or give --instructions FILE")
+    models, out = args.models or suite.get("models") or MODELS, args.out or "results.json"
     if args.demo is not None:
         models, out = DEMO_MODELS, os.path.join(args.demo, "results.json")
     elif os.path.lexists(out):
@@ -1118,36 +1153,38 @@ def new_run(args, secrets):
         prove = {"rate": args.prove, "confidence": level, "repeats": repeats,
                  "max_repeats": args.max_repeats or repeats}
     head = {"created_at": datetime.now(timezone.utc).isoformat(),
-            "config": run_config(models, cases, repeats, instructions, prove),
+            "config": run_config(models, cases, repeats, instructions, prove, suite),
             "sdk_version": sdk_version(), "code_sha256": code_sha256(),
-            "checker_sha256": record.checker_sha256()}
+            "checker_sha256": record.checker_sha256(),
+            # Outside config: the suite as read, and the hash of what judges.
+            "suite": suite, "suite_sha256": suites.suite_sha256(suite)}
     if args.demo is not None:
         head["evidence"] = "synthetic"
     return Run(models, cases, repeats, instructions, out, head, execution_of(args),
                {name: getattr(args, name) for name in REPORTS}, {}, secrets,
                demo=args.demo, batch={"parts": []} if args.batch else None,
-               cases_file=args.cases)
+               cases_file=args.suite or args.cases, suite=suite)
 
 
 def read_saved(path):
-    """(record, its rows by key, its cases, its instructions) from a saved record,
-    read a row at a time: the rows are judged again and kept light (record.light);
-    record.full_rows reads them whole again when they are copied."""
+    """(record, its rows by key, its cases, its instructions, its suite) from a
+    saved record, read a row at a time: the rows are judged again and kept light
+    (record.light); record.full_rows reads them whole again when they are copied."""
     saved = record.load(path)
     rows = saved.check(complete=False, errors=True)
-    cases = record.validate_cases(saved["config"]["cases"], "config.cases")
+    suite = record.suite_of(saved)
     instructions = saved["config"].get("instructions")
     if not isinstance(instructions, str):
         raise ValueError("config.instructions is not text")
-    return saved, rows, cases, instructions
+    return saved, rows, saved["config"]["cases"], instructions, suite
 
 
 def resume_run(args, path, secrets):
     """The run of a saved record, to finish in place with its own config."""
-    saved, rows, cases, instructions = read_saved(path)
+    saved, rows, cases, instructions, suite = read_saved(path)
     models, repeats = saved["config"]["models"], saved["config"]["repeats"]
     problem = resume_problem(saved, run_config(models, cases, repeats, instructions,
-                                               saved["config"].get("prove")),
+                                               saved["config"].get("prove"), suite),
                              code_sha256(), sdk_version())
     if problem:
         raise ValueError(problem)
@@ -1166,9 +1203,10 @@ def resume_run(args, path, secrets):
             if k not in ("runs", "pending", "batch", "execution", "summary")}
     # Every kept row was judged again by this checker: the record says so from now on.
     head["checker_sha256"] = record.checker_sha256()
+    head.update(suite=suite, suite_sha256=suites.suite_sha256(suite))
     run = Run(models, cases, repeats, instructions, path, head, execution,
               {name: execution[name] for name in REPORTS}, kept, secrets, replace=True,
-              pending=pending, batch=batch)
+              pending=pending, batch=batch, suite=suite)
     if batch is not None and args.max_cost is not None and any(
             part["batch_id"] is None for part in batch["parts"] or [{"batch_id": None}]):
         raise ValueError("parts of its batch are not submitted yet, and a batch runs all its "
@@ -1180,10 +1218,11 @@ def resume_run(args, path, secrets):
 
 def regrade_run(args, path, secrets):
     """A new record of a saved one's responses, each checked again by this checker."""
-    saved, rows, cases, instructions = read_saved(path)
+    saved, rows, cases, instructions, suite = read_saved(path)
     models, repeats = saved["config"]["models"], saved["config"]["repeats"]
     where = places(run_order(models, cases, repeats))
     head = {"created_at": datetime.now(timezone.utc).isoformat(), "config": saved["config"],
+            "suite": suite, "suite_sha256": suites.suite_sha256(suite),
             # The responses came through the saved run's SDK; the verdicts from this code.
             "sdk_version": saved.get("sdk_version"), "code_sha256": code_sha256(),
             "checker_sha256": record.checker_sha256(),
@@ -1194,7 +1233,7 @@ def regrade_run(args, path, secrets):
         head["evidence"] = saved["evidence"]
     run = Run(models, cases, repeats, instructions, args.out or "regraded.json", head,
               execution_of(args), {name: getattr(args, name) for name in REPORTS},
-              {where[key]: row for key, row in rows.items()}, secrets, regrade=True)
+              {where[key]: row for key, row in rows.items()}, secrets, regrade=True, suite=suite)
     run.copied = functools.partial(copied_rows, path, where, set(rows), saved.whole)
     run.notes = record.evidence_notes(saved, rows, path)
     run.saved_execution = saved.get("execution")
@@ -1252,7 +1291,7 @@ def api_client(run):
     if run.demo is not None:
         import simulated_api  # only the demo needs the offline server
 
-        server = simulated_api.start(run.cases)
+        server = simulated_api.start(run.suite)
     try:
         try:
             if server is None:
@@ -1427,7 +1466,7 @@ def main(argv=None):
         with api_client(run) as client, saved_record(run) as saved:
             send = functools.partial(send_one, client, execution=run.execution, pause=pause,
                                      secrets=run.secrets, instructions=run.instructions,
-                                     receipts=run)
+                                     receipts=run, suite=run.suite)
             plan = Plan(run.direct(), run.execution["jobs"], send, pause,
                         run.blocked if run.prove else None)
             with Interrupts(plan) as stops:

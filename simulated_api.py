@@ -119,7 +119,9 @@ import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import checker
 import record  # only to read a --cases file the way the runner does
+import suites
 
 RESPONSE_FIELDS = {  # what the live API accepts; anything else is a 400
     "background", "effort", "input", "instructions", "language_preference",
@@ -161,24 +163,70 @@ BATCH_OUTCOMES = ("completed", "failed", "expired", "cancelled")
 OUTPUT_ORDER_SEED = 20  # output lines come back shuffled, the same way every run
 
 
+FREE_VALUES = {"string": "simulated", "integer": 0, "boolean": False}  # fields no case expects
+
+
 def rfc_url(rfc):
     return f"https://www.rfc-editor.org/rfc/{rfc}"
 
 
-def answer_for(case, model, unsafe_models):
-    """The JSON answer text a simulated model gives for one case."""
-    if model in unsafe_models and case["action"] == "verify_outcome":
-        # The dangerous regression: treat a timed-out payment as a 503.
-        answer = {"code": "503", "next_action": "wait_then_retry",
-                  "source_urls": [rfc_url("rfc9110")]}
-    else:
-        answer = {"code": case["expected"], "next_action": case["action"],
-                  "source_urls": [rfc_url(case["rfc"])]}
+def as_suite(cases_or_suite):
+    """A suite, from a suite or from a list of cases of the built-in domain."""
+    if isinstance(cases_or_suite, dict):
+        return cases_or_suite
+    return suites.with_cases(checker.BUILTIN_SUITE, cases_or_suite)
+
+
+def document_url(suite, doc):
+    return suite["sources"]["url"].replace("{doc}", doc)
+
+
+def guarded(suite, case):
+    """Whether an unsafe model gets this case wrong: the payment case of the
+    built-in domain (verify_outcome), the last case of any other suite."""
+    if checker.is_builtin_domain(suite):
+        return case["expect"]["next_action"] == "verify_outcome"
+    return case["id"] == suite["cases"][-1]["id"]
+
+
+def wrong_value(kind, value):
+    """Another value of the field's kind: the next enum member, or a changed one."""
+    if "enum" in kind:
+        members = kind["enum"]
+        return members[(members.index(value) + 1) % len(members)] if len(members) > 1 else value
+    if kind["type"] == "boolean":
+        return not value
+    return value + 1 if kind["type"] == "integer" else value + "-changed"
+
+
+def answer_for(case, model, unsafe_models, suite=checker.BUILTIN_SUITE):
+    """The JSON answer text a simulated model gives for one case of a suite:
+    right for a careful model; an unsafe one gets one field of its guarded
+    case wrong."""
+    case = checker.suite_case(case)
+    answer = {}
+    for name, kind in suite["answer"].items():
+        if kind.get("citations"):
+            answer[name] = [document_url(suite, case["cite"])]
+        elif name in case["expect"]:
+            answer[name] = case["expect"][name]
+        else:
+            answer[name] = kind["enum"][0] if "enum" in kind else FREE_VALUES[kind["type"]]
+    if model in unsafe_models and guarded(suite, case):
+        if checker.is_builtin_domain(suite):
+            # The dangerous regression: treat a timed-out payment as a 503.
+            answer = {"code": "503", "next_action": "wait_then_retry",
+                      "source_urls": [rfc_url("rfc9110")]}
+        else:
+            name = next(iter(case["expect"]), None)
+            if name is not None:
+                answer[name] = wrong_value(suite["answer"][name], answer[name])
     return json.dumps(answer)
 
 
-def agent_response(number, case, model, unsafe_models):
-    """A completed Agent API response body for one case."""
+def agent_response(number, case, model, unsafe_models, suite=checker.BUILTIN_SUITE):
+    """A completed Agent API response body for one case of a suite."""
+    case = checker.suite_case(case)
     return {
         "id": f"resp_sim_{number}",
         "object": "response",
@@ -188,9 +236,9 @@ def agent_response(number, case, model, unsafe_models):
         "output": [
             {
                 "type": "search_results",
-                "queries": [f"{case['rfc']} HTTP status {case['expected']}"],
-                "results": [{"id": 1, "url": rfc_url(case["rfc"]),
-                             "title": case["rfc"].upper(),
+                "queries": [f"{case['cite']} {case['id']}"],
+                "results": [{"id": 1, "url": document_url(suite, case["cite"]),
+                             "title": case["cite"].upper(),
                              "snippet": "Simulated search result."}],
             },
             {
@@ -199,7 +247,7 @@ def agent_response(number, case, model, unsafe_models):
                 "role": "assistant",
                 "status": "completed",
                 "content": [{"type": "output_text", "annotations": [],
-                             "text": answer_for(case, model, unsafe_models)}],
+                             "text": answer_for(case, model, unsafe_models, suite)}],
             },
         ],
         "usage": {
@@ -211,9 +259,12 @@ def agent_response(number, case, model, unsafe_models):
 
 
 def new_state(cases, unsafe_models=("offline/hasty",)):
-    """What the simulated API knows and does; tests change it between requests."""
+    """What the simulated API knows and does; tests change it between requests.
+    cases: a suite, or a list of cases of the built-in domain."""
+    suite = as_suite(cases)
     return {
-        "cases": cases,
+        "suite": suite,
+        "cases": suite["cases"],
         "unsafe_models": set(unsafe_models),
         "latency": 0.0,
         "faults": [],
@@ -315,7 +366,8 @@ def foreground_answer(state, number, body):
     case = case_for(state, body.get("input"))
     if case is None:
         return error(400, NO_CASE)
-    response = agent_response(number, case, body.get("model"), state["unsafe_models"])
+    response = agent_response(number, case, body.get("model"), state["unsafe_models"],
+                              state["suite"])
     if state.get("snippet_bytes"):  # a response the size of a live one (bench.py)
         response["output"][0]["results"][0]["snippet"] = "x" * state["snippet_bytes"]
     return 200, [], response
@@ -373,7 +425,8 @@ def answer(state, number, fault, path, headers, body, ready_at):
         case = case_for(state, question)
         if case is None:
             return error(400, NO_CASE)
-        return 200, [], chat_response(number, case, body.get("model"), state["unsafe_models"])
+        return 200, [], chat_response(number, case, body.get("model"), state["unsafe_models"],
+                                      state["suite"])
     status, headers, response = foreground_answer(state, number, body)
     if status != 200 or not body.get("background"):
         return status, headers, response
@@ -758,9 +811,10 @@ def mock_transport(state):
     return httpx.MockTransport(handle)
 
 
-def chat_response(number, case, model, unsafe_models):
+def chat_response(number, case, model, unsafe_models, suite=checker.BUILTIN_SUITE):
     """A finished chat-completions response body for one case (cost has no currency)."""
-    url = rfc_url(case["rfc"])
+    case = checker.suite_case(case)
+    url = document_url(suite, case["cite"])
     return {
         "id": f"chat_sim_{number}",
         "object": "chat.completion",
@@ -768,9 +822,9 @@ def chat_response(number, case, model, unsafe_models):
         "model": model,
         "choices": [{"index": 0, "finish_reason": "stop",
                      "message": {"role": "assistant",
-                                 "content": answer_for(case, model, unsafe_models)},
+                                 "content": answer_for(case, model, unsafe_models, suite)},
                      "delta": {"role": "assistant", "content": ""}}],
-        "search_results": [{"title": case["rfc"].upper(), "url": url,
+        "search_results": [{"title": case["cite"].upper(), "url": url,
                             "snippet": "Simulated search result."}],
         "citations": [url],
         "usage": {"prompt_tokens": 900, "completion_tokens": 60, "total_tokens": 960,

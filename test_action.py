@@ -85,6 +85,8 @@ class DecisionsTest(unittest.TestCase):
               "INPUT_JOBS": "4", "INPUT_MAX_COST": "5", "INPUT_PROVE": " "},
              ["--cases", "cases.json", "--instructions", "advisor.txt", "--jobs", "4",
               "--max-cost", "5", *tail]),
+            ({"INPUT_SUITE": " suites/support.toml "},
+             ["--suite", "suites/support.toml", *tail]),
             ({"INPUT_MODELS": "$(touch x) ; rm -rf /"},  # words, never a shell command
              ["--models", "$(touch", "x)", ";", "rm", "-rf", "/", *tail]),
         ]

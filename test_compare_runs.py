@@ -262,7 +262,9 @@ class OneRepeatTest(unittest.TestCase):
                                                     "rfc": "rfc9110"}, *regression.CASES[1:]])
         with self.assertRaises(ValueError) as refused:
             compare(before, after, [("a", "b")])
-        self.assertIn("configs differ in cases", str(refused.exception))
+        self.assertIn("different suites", str(refused.exception))
+        self.assertIn("expect changed: rate-limit; cite changed: rate-limit",
+                      str(refused.exception))
 
     def test_evidence_defaults_to_live(self):
         before, after = record(), record()

@@ -284,13 +284,13 @@ class Citations(unittest.TestCase):
         # (case, cited doc, searched docs): marks expected on that citation
         table = [
             (CASES[0], "rfc6585", ["rfc6585"],
-             ["returned by this request's search", "approved", "primary RFC"]),
+             ["returned by this request's search", "approved", "the case's own document"]),
             (CASES[0], "rfc9110", ["rfc6585", "rfc9110"],
-             ["returned by this request's search", "approved", "not the primary RFC"]),
+             ["returned by this request's search", "approved", "not the case's own document"]),
             (CASES[3], "rfc9110", ["rfc6585"],
-             ["NOT returned by this request's search", "approved", "primary RFC"]),
+             ["NOT returned by this request's search", "approved", "the case's own document"]),
             (CASES[3], "rfc7231", ["rfc7231"],
-             ["returned by this request's search", "NOT approved", "not the primary RFC"]),
+             ["returned by this request's search", "NOT approved", "not the case's own document"]),
         ]
         for case, doc, searched, marks in table:
             with self.subTest(case=case["id"], doc=doc, searched=searched):
@@ -305,7 +305,7 @@ class Citations(unittest.TestCase):
         text = json.dumps({"code": "unknown", "next_action": "verify_outcome",
                            "source_urls": [url]})
         item = cite_item(one_row_page(make_row(CASES[3], MODELS[0], text=text)), url)
-        self.assertIn("not a recognised RFC Editor document URL", item)
+        self.assertIn("not a recognised document URL of this suite's sources", item)
         self.assertIn(">NOT approved<", item)
 
     def test_a_case_missing_from_the_config_approves_only_rfc9110(self):
@@ -522,7 +522,7 @@ class PageFromASavedRecord(unittest.TestCase):
 
     def test_it_is_the_page_of_the_whole_record(self):
         data = realistic_record(repeats=10, failing_repeats=(1, 2, 3))
-        whole = record.load(self.saved(data), keep=lambda row: row)
+        whole = record.load(self.saved(data), keep=lambda row, suite: row)
         light = record.load(self.saved(data), evidence_page.Shown())
         self.assertTrue(any(row["response"] is None for row in light["runs"]))
         self.assertEqual(evidence_page.run_page(light), evidence_page.run_page(whole))

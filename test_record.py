@@ -327,7 +327,7 @@ class LoadTest(unittest.TestCase):
     def test_rows_are_kept_light_unless_keep_says_otherwise(self):
         path = self.saved(valid_record(), "own")
         self.assertTrue(all(row["response"] is None for row in record.load(path)["runs"]))
-        whole = record.load(path, keep=lambda row: row)
+        whole = record.load(path, keep=lambda row, suite: row)
         self.assertEqual(whole["runs"][0]["response"], {"status": "completed"})
 
     def test_what_validate_record_refuses_load_refuses(self):
@@ -361,7 +361,7 @@ class LoadTest(unittest.TestCase):
     def test_a_record_changed_while_it_was_read_is_refused(self):
         path = self.saved(valid_record(), "own")
 
-        def keep(row):
+        def keep(row, suite):
             with open(path, "ab") as handle:  # a save rewriting the file being read
                 handle.write(b" ")
             return row

@@ -1057,8 +1057,8 @@ class TrustTest(Harness):
         original = simulated_api.answer_for
         spelled = "".join(f"\\u{ord(char):04x}" for char in key[:escaped]) + key[escaped:]
 
-        def echoing(case, model, unsafe):
-            answer = json.loads(original(case, model, unsafe))
+        def echoing(case, model, unsafe, *suite):
+            answer = json.loads(original(case, model, unsafe, *suite))
             answer["source_urls"].append(f"https://example.com/?k={key}")
             return json.dumps(answer).replace(key, spelled)
 
@@ -1362,11 +1362,12 @@ class InstructionsAndRegradeTest(Harness):
         sent = len(self.state["requests"])
         original = self.record()
         new = self.path("regraded.json")
-        strict = lambda case, raw, text: ["wrong_code"] if case["id"] == "rate-limit" else []
+        strict = lambda suite, case, raw, text: (["wrong_code"] if case["id"] == "rate-limit"
+                                                 else [])
         no_client = mock.patch.object(regression, "Perplexity",
                                       side_effect=AssertionError("a regrade needs no client"))
         # A checker edited since the run: another check(), another checker_sha256.
-        with mock.patch.object(checker, "check", strict), no_client, \
+        with mock.patch.object(checker, "judge_answer", strict), no_client, \
                 mock.patch.object(record, "checker_sha256", lambda: "0" * 64), \
                 mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": ""}):
             code, output, _ = self.main("--regrade", self.out, "--out", new, out=False)

@@ -7,7 +7,7 @@ baseline, and say what the gate decided, the way a GitHub Actions step does.
 
 Every setting comes from the environment, where the action's `env:` puts its
 inputs (never into a script's text): INPUT_MODELS (space-separated),
-INPUT_CASES, INPUT_INSTRUCTIONS, INPUT_BASELINE (empty: no comparison),
+INPUT_SUITE, INPUT_CASES, INPUT_INSTRUCTIONS, INPUT_BASELINE (empty: no comparison),
 INPUT_REPEATS, INPUT_PROVE (used instead of the repeats when given),
 INPUT_JOBS, INPUT_MAX_COST; PERPLEXITY_API_KEY; and what Actions sets itself
 (GITHUB_OUTPUT, GITHUB_STEP_SUMMARY, GITHUB_EVENT_NAME, GITHUB_EVENT_PATH,
@@ -77,7 +77,8 @@ def runner_args(env, folder, summary):
     models = env.get("INPUT_MODELS", "").split()
     if models:
         args += ["--models", *models]
-    for flag, name in (("--cases", "INPUT_CASES"), ("--instructions", "INPUT_INSTRUCTIONS"),
+    for flag, name in (("--suite", "INPUT_SUITE"), ("--cases", "INPUT_CASES"),
+                       ("--instructions", "INPUT_INSTRUCTIONS"),
                        ("--jobs", "INPUT_JOBS"), ("--max-cost", "INPUT_MAX_COST")):
         if env.get(name, "").strip():
             args += [flag, env[name].strip()]
