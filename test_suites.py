@@ -305,6 +305,10 @@ class ShippedSuitesTest(unittest.TestCase):
                     for line in filter(str.strip, case["question"].splitlines()):
                         self.assertNotIn(line, text)
 
+    def test_the_built_in_instructions_restate_no_case_by_example(self):
+        self.assertNotIn("timed out", checker.INSTRUCTIONS)
+        self.assertNotIn('"429")', checker.INSTRUCTIONS)
+
 
 class SuiteRunTest(Harness):
     unsafe_models = ("offline/hasty",)
