@@ -474,15 +474,18 @@ def receipt_reasons(model, response):
     return [] if named is None or same_model(model, named) else ["answered_by_other_model"]
 
 
+NO_ANSWER = "AnswerNotInResponse"  # the error of a saved row whose response holds no answer
+
+
 def derived(case, row, suite=BUILTIN_SUITE):
     """A saved row judged again from its saved response alone, by the suite's
     rules (case: as the record's config.cases holds it).
 
     The answer text, the answering model, the cost and the verdict come from
     the response, never from the row's own answer_text, reasons or passed. A
-    response without a message item (records of the published shape) has no
-    text of its own: the row's answer_text is then read, unreceipted. Rows
-    with an execution error have no verdict and stay as they are.
+    response that holds no answer (no assistant message item, no chat message)
+    gives the row no verdict: it is an execution error that --resume sends
+    again. Rows with an execution error have no verdict and stay as they are.
     """
     if row.get("error"):
         return dict(row)
@@ -490,15 +493,22 @@ def derived(case, row, suite=BUILTIN_SUITE):
     seen = answer_seen(model, response)
     text = answer_text(model, response)
     if text is None:
-        text = row.get("answer_text")
+        return {**row, "error": NO_ANSWER, "answer_text": None,
+                "answered_model": answered_model(response), "cost_usd": reported_cost(seen),
+                "reasons": ["execution_error"], "passed": False,
+                "error_message": "the saved response holds no answer (no assistant message), "
+                                 "so nothing proves the saved answer_text; resume the record "
+                                 "to send it again"}
     reasons = judge_answer(suite, case, seen, text) + receipt_reasons(model, response)
     return {**row, "answer_text": text, "answered_model": answered_model(response),
             "cost_usd": reported_cost(seen), "reasons": reasons, "passed": not reasons}
 
 
-def unreceipted(row):
-    """Whether a verdict row's answer text is not in its saved response."""
-    return not row.get("error") and answer_text(row["model"], row.get("response")) is None
+def response_id(row):
+    """The id of a row's saved response (its receipt), or None."""
+    response = row.get("response") if isinstance(row, dict) else None
+    found = response.get("id") if isinstance(response, dict) else None
+    return found if isinstance(found, str) and found else None
 
 
 # --------------------------------------------------------------------------

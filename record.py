@@ -56,6 +56,7 @@ RFC_NAME = re.compile(r"rfc[1-9][0-9]{0,4}")
 MAX_COST_EXPONENT = 400  # |adjusted exponent| of a cost: past any float the API can send
 MAX_SECONDS = 1e9  # seconds in a row: 30 years; larger is tampering
 MAX_NAME = 200  # characters of a model name: longer is not a name but a payload
+MAX_ID_CHARS = 256  # characters of an id the API gives (response, batch, file): far above any
 HIDDEN_NAME = 32  # characters of the record's name kept in its hidden files' names
 ROW_FIELDS = ("case_id", "model", "error", "error_status", "cost_usd", "response",
               "answer_text", "reasons", "seconds", "passed", "repeat")  # in every saved row
@@ -255,7 +256,7 @@ def judged_rows(record, runs, errors=False):
     # Only a verdict made by this very checker must match; an older checker's
     # verdicts are simply replaced (evidence_notes says so).
     own = record.get("checker_sha256") == checker_sha256()
-    seen = set()
+    seen, receipts = set(), {}  # response id -> the row that holds it
     for number_, row in enumerate(runs, 1):
         problem = row_problem(row)
         if problem:
@@ -270,7 +271,20 @@ def judged_rows(record, runs, errors=False):
             raise ValueError(f"{where} has an execution error; resume or rerun it "
                              "before comparing")
         seen.add(key)
+        receipt = checker.response_id(row)
+        if receipt is not None:
+            if receipt in receipts:
+                raise ValueError(f"{receipts[receipt]} and {where} hold the same response id "
+                                 f"{receipt[:80]!r}: a receipt belongs to one row; the record "
+                                 "was edited after it was saved, use the original file")
+            receipts[receipt] = where
         judged = checker.derived(cases[key[1]], row, suite)
+        if (not row.get("error") and judged.get("error") != checker.NO_ANSWER
+                and isinstance(row.get("answer_text"), str)
+                and row["answer_text"] != judged["answer_text"]):
+            raise ValueError(f"{where}: its saved answer_text is not the answer its saved "
+                             "response holds; the record was edited after it was saved: "
+                             "use the original file, or start a new run")
         edited = own and next((name for name in JUDGED if name in row
                                and row[name] != judged[name]), None)
         if edited:
@@ -280,6 +294,9 @@ def judged_rows(record, runs, errors=False):
                     f"({shown_reasons(row, judged)})")
             raise ValueError(f"{where}: {what}; the record was edited after it was saved: "
                              "use the original file, or start a new run")
+        if judged["error"] and not errors:
+            raise ValueError(f"{where} has no verdict: its saved response holds no answer; "
+                             "resume or rerun it before comparing")
         yield number_, key, judged
 
 
@@ -331,14 +348,12 @@ def validate_record(record, complete=True, errors=False):
 def light(row, suite=checker.BUILTIN_SUITE):
     """A judged row as the views read it once its verdict is made: all but the
     response, with what a brief line shows of it (the documents its own search
-    returned) and whether its answer text is unreceipted. Never saved: a record
-    holds whole rows."""
+    returned). Never saved: a record holds whole rows."""
     if row.get("light"):
         return row
     seen = checker.answer_seen(row["model"], row.get("response"))
     return {**row, "response": None, "light": True,
-            "returned": sorted(checker.returned_documents(seen, suite["sources"])),
-            "unreceipted": checker.unreceipted(row)}
+            "returned": sorted(checker.returned_documents(seen, suite["sources"]))}
 
 
 class Judged(dict):
@@ -359,7 +374,8 @@ class Judged(dict):
         if not errors and self.first_error is not None:
             number_, key = self.first_error
             raise ValueError(f"run {number_} ({key[0]} {key[1]} {key[2]}) has an execution "
-                             "error; resume or rerun it before comparing")
+                             f"error ({str(self.rows[key]['error'])[:40]}), so no verdict; "
+                             "resume or rerun it before comparing")
         problem = complete and coverage_problem(self.rows, self["config"])
         if problem:
             raise ValueError(problem)
@@ -384,17 +400,52 @@ def load_from(path, keep, whole):
             raise ValueError("the record is not a JSON object")
         if not isinstance(runs, (list, Rows)):
             raise ValueError("the record has no runs list")
-        rows, kept, first_error = {}, [], None
+        rows, kept, first_error, receipts = {}, [], None, {}
         suite = suite_of(fields) if isinstance(fields.get("config"), dict) else None
         for number_, key, row in judged_rows(fields, runs, errors=True):
             if row.get("error") and first_error is None:
                 first_error = (number_, key)
+            if checker.response_id(row) is not None:
+                receipts[checker.response_id(row)] = (number_, key)
             row = keep(row, suite)
             rows[key] = row
             kept.append(row)
+        problem = shared_receipt(fields.get("pending"), receipts)
+        if problem:
+            raise ValueError(problem)
         judged = Judged({**fields, "runs": kept}, rows, digest.hexdigest(), first_error)
         judged.whole = whole or not isinstance(runs, Rows)
         return judged
+
+
+def shared_receipt(pending, receipts):
+    """Why a pending receipt holds the response id of another saved row or of
+    another pending receipt, or None. receipts: {response id: (run number, key)}.
+    A receipt that names its own row's saved response (a stop between the two
+    saves) is simply finished."""
+    seen = {}
+    for place, entry in (pending.items() if isinstance(pending, dict) else ()):
+        found = entry.get("id") if isinstance(entry, dict) else None
+        if not isinstance(found, str) or not found:
+            continue
+        if found in seen:
+            return (f"pending receipts {seen[found]} and {str(place)[:12]} hold the same "
+                    f"response id {found[:80]!r}: a receipt belongs to one row; the record was "
+                    "edited after it was saved, use the original file")
+        seen[found] = str(place)[:12]
+        owner = receipts.get(found)
+        key = (entry.get("model"), entry.get("case_id"), entry.get("repeat"))
+        if owner is not None and owner[1] != key:
+            number_, (model, case_id, repeat) = owner
+            return (f"pending receipt {str(place)[:12]} ({shown_key(key)}) holds the response "
+                    f"id {found[:80]!r} of run {number_} ({model} {case_id} {repeat}): a "
+                    "receipt belongs to one row; the record was edited after it was saved, "
+                    "use the original file")
+    return None
+
+
+def shown_key(key):
+    return " ".join(str(part)[:80] for part in key)
 
 
 def derived_summary(judged):
@@ -451,7 +502,7 @@ def validate_pending(record, plan, finished):
 
 def saved_id(value):
     """Whether value can be an id the API gave (a file, a batch, a response)."""
-    return (isinstance(value, str) and 0 < len(value) <= MAX_NAME and value.isprintable()
+    return (isinstance(value, str) and 0 < len(value) <= MAX_ID_CHARS and value.isprintable()
             and "/" not in value)
 
 
@@ -511,12 +562,10 @@ def evidence_notes(record, rows, name):
                  else "another version of checker.py")
         notes.append(f"{name} was judged by {which}; its verdicts were derived again "
                      "from its saved responses by this checker")
-    bare = sum(1 for row in rows.values()
-               if (row["unreceipted"] if row.get("light") else checker.unreceipted(row)))
+    bare = sum(1 for row in rows.values() if row.get("error") == checker.NO_ANSWER)
     if bare:
         notes.append(f"{bare} row{'s' if bare != 1 else ''} of {name} keep the answer only in "
-                     "answer_text (no message item in the saved response): that text is "
-                     "unreceipted")
+                     "answer_text (no message item in the saved response): no verdict")
     return notes
 
 

@@ -91,6 +91,7 @@ from checker import (ACTIONS, CASES, CHAT_PREFIX, CONFIDENCE, FORMAT, INSTRUCTIO
                      receipt_reasons, reported_cost, rfc_document, run_order, runs_needed,
                      same_model, search_result_urls, summary, verdict_line)
 from record import MAX_REPEATS
+import sending
 from sending import (MESSAGE_LIMIT, Interrupts, Pause, Plan, RetryingClient, Terminated,
                      clean, receive, redact, secret_patterns, warn)
 from vocabulary import Parser, mend_standard_streams
@@ -119,7 +120,11 @@ MAX_RESPONSE_CHARS = 16 << 20  # one saved response; a JSON answer with receipts
 RESPONSE_HEAD_CHARS = 4096  # of a response too large to keep, what the record keeps
 BATCH_SAVE_ROWS = 500  # collected rows between saves: a batch's files stay 30 days, so a
                        # crash mid-collection costs a download again, never an answer
-UNFINISHED = ("queued", "in_progress")  # a background response still running: wait for it
+FINAL_STATUSES = ("completed", "incomplete", "failed", "cancelled", "requires_action")
+# Any other status (queued, in_progress, cancelling, or one the API adds later)
+# says the agent run is still going: it is waited for by its id.
+DEAD_RECEIPTS = ("AgentRunFailed", "AgentRunCancelled", "AgentRunNeedsAction",
+                 "ReceiptMismatch")  # a receipt that can never give this row an answer
 SONAR_RETIRED_KINDS = ("agent_api_migration_required", "chat_completions_not_available")
 SONAR_RETIRED = ("the Sonar chat-completions API was retired on 2026-09-27 (HTTP 403); "
                  "Sonar is now the Agent API")
@@ -128,8 +133,6 @@ NO_VERDICT_STATUSES = {  # agent run statuses that leave nothing to judge: (erro
     "cancelled": ("AgentRunCancelled", "the agent run was cancelled before it answered"),
     "requires_action": ("AgentRunNeedsAction", "the agent run stopped for an action this "
                         "runner never takes"),
-    "queued": ("AgentRunUnfinished", "the API answered before the agent run started"),
-    "in_progress": ("AgentRunUnfinished", "the API answered before the agent run finished"),
 }
 
 # --------------------------------------------------------------------------
@@ -212,6 +215,8 @@ def status_error(response):
     to judge (failed, cancelled, waiting for an action, not finished), else None."""
     status = response.get("status") if isinstance(response, dict) else None
     if status not in NO_VERDICT_STATUSES:
+        if isinstance(response, dict) and still_running(response):
+            return "AgentRunUnfinished", "the API answered before the agent run finished"
         return None
     name, meaning = NO_VERDICT_STATUSES[status]
     error = response.get("error")
@@ -231,6 +236,12 @@ def too_large(row, size):
             "error_message": (f"the response is {size:,} characters, more than the "
                               f"{MAX_RESPONSE_CHARS >> 20} Mi a record keeps of one answer; "
                               "its id, size and first characters are kept")}
+
+
+def still_running(response):
+    """Whether a response's status says its agent run is still going."""
+    status = response.get("status") if isinstance(response, dict) else None
+    return isinstance(status, str) and status not in FINAL_STATUSES
 
 
 def agent_request(case, model, instructions=INSTRUCTIONS, suite=None):
@@ -396,10 +407,10 @@ def finished(client, result, on_receipt=None):
             result = json.loads(result.response.read())
     read = result.get if isinstance(result, dict) else functools.partial(getattr, result)
     status, response_id = read("status", None), read("id", None)
-    if status not in UNFINISHED or not isinstance(response_id, str):
+    if status in FINAL_STATUSES or status is None or not isinstance(response_id, str):
         return result
     if on_receipt is not None:
-        on_receipt(response_id)
+        sending.keep_receipt(on_receipt, response_id)
     return fetched(client, response_id)  # unfinished: fetched by its id, never sent again
 
 
@@ -441,7 +452,9 @@ def resumed(client, response_id, after):
 def fetched(client, response_id):
     """A response the API keeps, by its id, waited for to its end."""
     response = dump_response(client.responses.retrieve(response_id))
-    if response.get("status") not in UNFINISHED:
+    if response.get("id") != response_id:
+        raise sending.mismatch(response_id, response.get("id"))
+    if not still_running(response):
         return response
     return receive(resumed(client, response_id, 0), functools.partial(resumed, client),
                    response_id=response_id)
@@ -465,9 +478,19 @@ def send_one(client, index, entry, *, execution, secrets, instructions, pause, r
         row = run_one(sender, case, model, instructions, background, receipt=saved_id,
                       suite=suite)
         recovered = f"fetched by its id {saved_id} after an interruption"
-        if row["error_status"] == 404:  # the API no longer has it: the only case sent again
-            sender.error_message = sender.error_kind = None
+        dead = status_error(row["response"]) if not row["error"] else None
+        if row["error_status"] == 404:  # the API no longer has it: sent again
             recovered = f"sent again: the API no longer had {saved_id}"
+        elif row["error"] == "ReceiptMismatch":
+            recovered = (f"sent again: the API answered its receipt {saved_id} with another "
+                         "response, which is not this row's; it may have been paid twice")
+        elif dead is not None and dead[0] in DEAD_RECEIPTS:
+            recovered = (f"sent again: its agent run {saved_id} ended "
+                         f"{row['response'].get('status')} without an answer; the new "
+                         "request is paid again")
+        if recovered.startswith("sent again"):
+            warn(f"{model} {case['id']} repeat {repeat}: {recovered}")
+            sender.error_message = sender.error_kind = None
             saved_id = None
     if saved_id is None:
         receipts.sending(index, entry)
@@ -495,11 +518,20 @@ def settled(row, message, secrets):
     """
     row["answered_model"] = answered_model(row["response"])  # the router's receipt
     failed = status_error(row["response"]) if not row["error"] else None
+    named = checker.response_id(row)
+    if failed is None and not row["error"] and named is not None and not record.saved_id(named):
+        failed = ("BadResponseId", "the API gave a response id that is not an id (a '/', a "
+                  f"control character or over {record.MAX_ID_CHARS} characters)")
+    if failed is None and not row["error"] and answer_text(row["model"], row["response"]) is None:
+        # What every reader will derive from the saved response: no answer, no verdict.
+        failed = (checker.NO_ANSWER, "the response holds no answer (no assistant message)")
     if failed is not None:  # HTTP 200, but the agent run gave no answer: no verdict
         row.update(error=failed[0], reasons=["execution_error"], passed=False)
         message = redact(failed[1], secrets)[:MESSAGE_LIMIT]
     row["error_message"] = message if row["error"] else None
     row = clean(row, secret_patterns(secrets))
+    if row["cost_usd"] is not None and record.cost_problem(row["cost_usd"]):
+        row["cost_usd"] = None  # a cost that spelled the key is redacted, so no longer known
     size = len(record.dumps(row["response"])) if row["response"] is not None else 0
     if size > MAX_RESPONSE_CHARS:  # a record must stay small enough for its own readers
         row = too_large(row, size)
@@ -1054,7 +1086,15 @@ class Run:
         self.keep(index, {"id": None, "model": model, "case_id": case["id"], "repeat": repeat})
 
     def received(self, index, response_id):
-        """Save the id of this row's response the moment it arrives: its receipt."""
+        """Save the id of this row's response the moment it arrives: its receipt.
+        ValueError for an id that cannot be one, or that holds the key: nothing
+        of it is saved, so the row is sent again."""
+        if not record.saved_id(response_id):
+            raise ValueError("the API gave a response id that is not an id (a '/', a "
+                             f"control character or over {record.MAX_ID_CHARS} characters)")
+        if redact(response_id, self.secrets) != response_id:
+            raise ValueError("the API gave a response id that holds the API key; it is not "
+                             "kept, and the row will be sent again (it may be paid twice)")
         self.keep(index, {**self.pending.get(index, {}), "id": response_id})
 
     def keep(self, index, entry):

@@ -223,6 +223,22 @@ class StreamEnded(Exception):
     """A response stream ended without its answer and could not be resumed."""
 
 
+class ReceiptMismatch(Exception):
+    """The API answered a receipt (a response id) with another response: that
+    answer is not this row's, and is never saved as it."""
+
+
+class ReceiptNotKept(Exception):
+    """A response id arrived but was not saved as its row's receipt: a refused
+    id, or a failed save. The run stops rather than risk paying twice."""
+
+
+def mismatch(receipt, found):
+    """ReceiptMismatch naming the receipt and what came back instead."""
+    return ReceiptMismatch(f"the API answered the receipt {str(receipt)[:80]} with the "
+                           f"response {str(found)[:80]}")
+
+
 def receive(events, reconnect, on_receipt=None, response_id=None):
     """The answer of a background response's stream, as JSON data.
 
@@ -239,11 +255,13 @@ def receive(events, reconnect, on_receipt=None, response_id=None):
                 response = event.get("response") if isinstance(event, dict) else None
                 number = event.get("sequence_number") if isinstance(event, dict) else None
                 after = max(after, number) if type(number) is int else after
-                if response_id is None and isinstance(response, dict) and isinstance(
-                        response.get("id"), str) and response["id"]:
-                    response_id = response["id"]
+                named = response.get("id") if isinstance(response, dict) else None
+                if isinstance(named, str) and named and response_id is None:
+                    response_id = named
                     if on_receipt is not None:
-                        on_receipt(response_id)
+                        keep_receipt(on_receipt, response_id)
+                elif isinstance(named, str) and named and named != response_id:
+                    raise mismatch(response_id, named)
                 kind = event.get("type") if isinstance(event, dict) else None
                 if kind == "response.failed":  # it carries the error alone
                     return {"id": response_id, "status": "failed", "error": event.get("error")}
@@ -251,8 +269,10 @@ def receive(events, reconnect, on_receipt=None, response_id=None):
                     return response
                 if kind == "error":
                     raise StreamEnded(f"the stream reported an error: {event.get('message')}")
-            problem = "the stream ended before its answer"
-        except StreamEnded:
+            problem = ("the stream ended before its answer" if response_id else
+                       "the stream closed before its first event (the request may have "
+                       "been paid for)")
+        except (StreamEnded, ReceiptMismatch, ReceiptNotKept):
             raise
         except Exception as exc:  # noqa: BLE001 - a broken connection: resume it by its id
             if response_id is None:
@@ -263,6 +283,16 @@ def receive(events, reconnect, on_receipt=None, response_id=None):
                               if response_id else f"{problem}, with no response id")
         drops += 1
         events = reconnect(response_id, after)
+
+
+def keep_receipt(on_receipt, response_id):
+    """on_receipt(response_id); whatever it raises is ReceiptNotKept, never
+    mistaken for a broken stream (which would be read on as if it were kept)."""
+    try:
+        on_receipt(response_id)
+    except Exception as exc:
+        raise ReceiptNotKept(f"the receipt {str(response_id)[:80]} was not saved "
+                             f"({type(exc).__name__}: {exc})") from exc
 
 
 class Pause:

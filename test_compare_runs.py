@@ -50,11 +50,13 @@ def make_row(model, case_id, repeat, reasons=(), case=None):
     case = case or CASES_BY_ID.get(case_id) or {"id": case_id, **CASES_BY_ID["rate-limit"]}
     text, url = answer_of(case, reasons), f"https://www.rfc-editor.org/rfc/{case['rfc']}"
     if model.startswith(checker.CHAT_PREFIX):
-        response = {"id": "chat_1", "model": model[len(checker.CHAT_PREFIX):], "choices": [
+        response = {"id": f"chat_{case_id}_{repeat}", "model": model[len(checker.CHAT_PREFIX):],
+                    "choices": [
             {"finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
             "search_results": [{"url": url}], "usage": {"cost": {"total_cost": 0.0042}}}
     else:
-        response = {"id": "resp_1", "model": model, "status": "completed", "output": [
+        response = {"id": f"resp_{model}_{case_id}_{repeat}", "model": model,
+                    "status": "completed", "output": [
             {"type": "search_results", "results": [{"url": url}]},
             {"type": "message", "role": "assistant",
              "content": [{"type": "output_text", "text": text}]}],

@@ -83,6 +83,7 @@ def make_row(case, model, repeat=0, text=None, reasons=(), searched=None, respon
     text = answer(case["expected"], case["action"], case["rfc"]) if text is None else text
     if response is None:
         response = agent_response(searched or sorted({case["rfc"], "rfc9110"}), text=text)
+        response["id"] = f"resp_{model}_{case['id']}_{repeat}"  # a receipt belongs to one row
     return {"repeat": repeat, "case_id": case["id"], "model": model, "error": None,
             "error_status": None, "cost_usd": "0.0042", "response": response,
             "answer_text": text, "reasons": list(reasons), "seconds": 12.345,

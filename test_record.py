@@ -20,7 +20,9 @@ def valid_record(repeats=1):
     cases = [{"id": case_id, "expected": "503", "rfc": "rfc9110", "action": "wait_then_retry",
               "question": "log"} for case_id in ("one", "two")]
     rows = [{"repeat": r, "case_id": c["id"], "model": m, "error": None, "error_status": None,
-             "cost_usd": "0.0042", "response": {"status": "completed"}, "answer_text": "{}",
+             "cost_usd": "0.0042", "response": {"status": "completed", "output": [
+                 {"type": "message", "content": [{"type": "output_text", "text": "{}"}]}]},
+             "answer_text": "{}",
              "reasons": [], "seconds": 0.5, "passed": True, "attempts": 1,
              "waited_seconds": 0.0, "error_message": None}
             for r in range(repeats) for c in cases for m in ("a", "b")]
@@ -328,7 +330,7 @@ class LoadTest(unittest.TestCase):
         path = self.saved(valid_record(), "own")
         self.assertTrue(all(row["response"] is None for row in record.load(path)["runs"]))
         whole = record.load(path, keep=lambda row, suite: row)
-        self.assertEqual(whole["runs"][0]["response"], {"status": "completed"})
+        self.assertEqual(whole["runs"][0]["response"], valid_record()["runs"][0]["response"])
 
     def test_what_validate_record_refuses_load_refuses(self):
         for name, change, words in (

@@ -1452,7 +1452,7 @@ class EvidenceTest(Harness):
             with self.subTest(reader):
                 self.assertEqual(code, 2, text)
                 self.assertIn(f"{regression.MODELS[0]} ambiguous-payment 0", text)
-                self.assertIn("does not match its saved response", text)
+                self.assertIn("the record was edited after it was saved", text)
                 self.assertEqual(len(text.strip().splitlines()), 1, text)
 
     def test_every_reader_refuses_a_failing_row_moved_onto_the_other_model(self):
