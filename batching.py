@@ -96,6 +96,24 @@ def idempotency_key(created_at, part):
     return "regression-" + digest.hexdigest()[:40]
 
 
+def metadata(created_at, part):
+    """What a batch says of itself: the run it belongs to (its record's
+    created_at) and its part of the plan (rows start-stop)."""
+    return {"run": created_at, "part": f"{part['start']}-{part['stop']}"}
+
+
+def foreign_problem(batch, created_at, part):
+    """Why a batch the API returns is not this part of this run, or None."""
+    found = batch.get("metadata") if isinstance(batch, dict) else None
+    if found != metadata(created_at, part):
+        said = (f"names run {str(found.get('run'))[:40]} part {str(found.get('part'))[:20]}"
+                if isinstance(found, dict) else "names no run")
+        return (f"batch {str(batch.get('id'))[:80]} {said}, not this record's run "
+                f"{created_at} part {part['start']}-{part['stop']}; nothing was collected: "
+                "check the record's batch ids, or start a new run")
+    return None
+
+
 def counts_line(parts, total, elapsed):
     """The progress line while waiting: rows answered of the rows submitted."""
     done = sum((part.get("counts") or {}).get("completed", 0) for part in parts)
@@ -123,10 +141,12 @@ def upload(client, data):
     return as_dict(made)["id"]
 
 
-def create(client, file_id, key):
-    """The batch made from an input file (the same one for the same key)."""
+def create(client, file_id, key, names):
+    """The batch made from an input file (the same one for the same key),
+    carrying names (metadata) that say which run and part it is."""
     return as_dict(client.batches.create(endpoint=ENDPOINT, input_file_id=file_id,
-                                         completion_window="24h", idempotency_key=key))
+                                         completion_window="24h", idempotency_key=key,
+                                         metadata=names))
 
 
 def retrieve(client, batch_id):
@@ -147,9 +167,11 @@ def download(client, file_id):
     return handle
 
 
-def line_places(handle):
-    """{plan index: (offset, length)} of the lines of a downloaded file; the first
-    line for a row wins, and a line that names no row is skipped."""
+def line_places(handle, start, stop):
+    """{plan index: (offset, length)} of the lines of a downloaded file of the
+    part of rows start..stop-1; a line that names no row is skipped. ValueError
+    for a row named twice, or one the part never had: that file is not this
+    part's answer."""
     places, offset = {}, 0
     handle.seek(0)
     for line in handle:
@@ -158,8 +180,13 @@ def line_places(handle):
         except (ValueError, AttributeError, RecursionError):
             name = None
         index = row_index(name)
+        if index is not None and index in places:
+            raise ValueError(f"its answers hold {name} twice")
+        if index is not None and not start <= index < stop:
+            raise ValueError(f"its answers hold {name}, a row its part ({start}-{stop}) "
+                             "never had")
         if index is not None:
-            places.setdefault(index, (offset, len(line)))
+            places[index] = (offset, len(line))
         offset += len(line)
     return places
 

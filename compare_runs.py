@@ -250,8 +250,9 @@ def config_problem(before, after, switches, paths):
     differing = sorted(key for key in set(old) | set(new) if old.get(key) != new.get(key))
     if not switches:
         if "models" in differing and set(differing) <= SWITCHABLE:
-            gone = [model for model in old["models"] if model not in new["models"]]
-            came = [model for model in new["models"] if model not in old["models"]]
+            old_set, new_set = set(old["models"]), set(new["models"])
+            gone = [model for model in old["models"] if model not in new_set]
+            came = [model for model in new["models"] if model not in old_set]
             example = (command(*paths, "--switch", f"{gone[0]}={came[0]}")
                        if paths and len(gone) == len(came) == 1 else None)
             hint = "configs differ in models; to judge a model switch give --switch OLD=NEW"
@@ -346,10 +347,14 @@ def instructions_line(old, new):
     return f"instructions changed: +{added} -{removed} lines"
 
 
-def answering(rows, model):
-    """The models the responses name as answering for one asked model."""
-    return sorted({row["answered_model"] for key, row in rows.items()
-                   if key[0] == model and row.get("answered_model")})
+def answering(rows):
+    """{asked model: the models the responses name as answering for it}, in one
+    pass over the rows (a comparison stays linear in the number of models)."""
+    found = {}
+    for key, row in rows.items():
+        if row.get("answered_model"):
+            found.setdefault(key[0], set()).add(row["answered_model"])
+    return {model: sorted(names) for model, names in found.items()}
 
 
 def receipt_cautions(before, after, rows, switches, paths):
@@ -361,11 +366,13 @@ def receipt_cautions(before, after, rows, switches, paths):
         if run is after and after is before:
             break  # one record compared with itself: said once
         lines += [f"CAUTION: {note}" for note in record.evidence_notes(run, side, name)]
+    named = answering(rows[0]), answering(rows[1])
+    kept = set(after["config"]["models"])
     for model in before["config"]["models"]:
-        if model not in after["config"]["models"]:
+        if model not in kept:
             continue  # a switched model: its answering model changes by design
         old = new = model
-        answered = answering(rows[0], old), answering(rows[1], new)
+        answered = named[0].get(old, []), named[1].get(new, [])
         if answered[0] != answered[1]:
             said = [", ".join(map(shown, names_)) or "(not named)" for names_ in answered]
             lines.append(f"CAUTION: {shown(old)} was answered by {said[0]} in BEFORE, "

@@ -58,8 +58,10 @@ MAX_SECONDS = 1e9  # seconds in a row: 30 years; larger is tampering
 MAX_NAME = 200  # characters of a model name: longer is not a name but a payload
 MAX_ID_CHARS = 256  # characters of an id the API gives (response, batch, file): far above any
 HIDDEN_NAME = 32  # characters of the record's name kept in its hidden files' names
-ROW_FIELDS = ("case_id", "model", "error", "error_status", "cost_usd", "response",
-              "answer_text", "reasons", "seconds", "passed", "repeat")  # in every saved row
+# In every saved row; error_status came later than the published runner's records,
+# which compare as they always did (an absent error_status reads as null).
+ROW_FIELDS = ("case_id", "model", "error", "cost_usd", "response", "answer_text", "reasons",
+              "seconds", "passed", "repeat")
 JUDGED = ("reasons", "passed", "cost_usd", "answer_text", "answered_model")  # re-derived
 
 # --------------------------------------------------------------------------

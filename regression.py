@@ -618,7 +618,9 @@ def run_batch(run, client, plan, saved, started):
                 return
             if part["batch_id"] is None:
                 key = batching.idempotency_key(run.head["created_at"], part)
-                part["batch_id"] = batching.create(client, part["input_file_id"], key)["id"]
+                part["batch_id"] = batching.create(
+                    client, part["input_file_id"], key,
+                    batching.metadata(run.head["created_at"], part))["id"]
                 run.checkpoint()
         except (APIError, httpx.HTTPError) as exc:
             raise ValueError(f"the Batch API refused or failed a step "
@@ -651,6 +653,9 @@ def run_batch(run, client, plan, saved, started):
                                      f"collect it with: {resume}") from None
                 continue
             failures = 0
+            problem = batching.foreign_problem(batch, run.head["created_at"], part)
+            if problem:
+                raise ValueError(problem)
             counts = batch.get("request_counts")
             part["status"] = batch.get("status")
             part["counts"] = {name: counts.get(name) for name in ("total", "completed", "failed")
@@ -684,7 +689,12 @@ def collect(run, client, plan, saved, part, batch, started):
         for name in ("output_file_id", "error_file_id"):  # an answer beats an error line
             if isinstance(batch.get(name), str):
                 handle = files.enter_context(batching.download(client, batch[name]))
-                found.append((handle, batching.line_places(handle)))
+                try:
+                    found.append((handle, batching.line_places(handle, part["start"],
+                                                               part["stop"])))
+                except ValueError as exc:
+                    raise ValueError(f"batch {part['batch_id']} is not this part's: {exc}; "
+                                     "nothing of it was collected") from None
         for index in range(part["start"], part["stop"]):
             if index in run.rows:  # kept by a collection that a crash cut short
                 continue

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import unittest
+from unittest import mock
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import simulated_api
@@ -94,6 +95,18 @@ class DecisionsTest(unittest.TestCase):
             with self.subTest(env=env):
                 self.assertEqual(gate.runner_args(env, folder, ""), args)
         self.assertEqual(gate.runner_args({}, folder, "/s.md")[-2:], ["--summary-md", "/s.md"])
+
+    def test_an_input_that_starts_with_a_dash_is_refused_and_nothing_runs(self):
+        for name, value in (("INPUT_MODELS", "m1 --instructions /etc/hostname"),
+                            ("INPUT_CASES", "--demo"), ("INPUT_BASELINE", "-h"),
+                            ("INPUT_SUITE", "-x"), ("INPUT_JOBS", "-1")):
+            with self.subTest(name):
+                child = mock.Mock()
+                outputs, said = gate.gate({name: value, "PERPLEXITY_API_KEY": "k"}, child,
+                                          "/nonexistent")
+                child.run.assert_not_called()
+                self.assertEqual(outputs["exit-code"], 2)
+                self.assertIn("starts with '-'", said["lines"][0])
 
     def test_a_fork_is_a_pull_request_from_another_repository(self):
         table = [

@@ -268,6 +268,15 @@ class OneRepeatTest(unittest.TestCase):
         self.assertIn("expect changed: rate-limit; cite changed: rate-limit",
                       str(refused.exception))
 
+    def test_records_of_the_published_runner_without_error_status_compare(self):
+        before, after = record(), fail(record(), "ambiguous-payment")
+        for rec in (before, after):
+            for row in rec["runs"]:
+                del row["error_status"]
+        code, lines = compare(before, after)
+        self.assertEqual(code, 1)
+        self.assertTrue(any(line.startswith("NEW_FAILURE") for line in lines))
+
     def test_evidence_defaults_to_live(self):
         before, after = record(), record()
         del before["evidence"]

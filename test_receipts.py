@@ -24,7 +24,8 @@ import record
 import regression
 import sending
 import simulated_api
-from testing import KEY, Harness, quiet, read_json, write_text
+from test_batch import BatchHarness
+from testing import KEY, Harness, quiet, read_json
 
 
 class SavedRecordAttackTest(Harness):
@@ -271,3 +272,64 @@ class ReceiptOnTheWireTest(Harness):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class BatchAttackTest(BatchHarness):
+    """A batch belongs to its run and its part: anything else is not collected."""
+
+    def stopped_batch(self):
+        self.stop_at_the_first_poll()
+        with self.assertRaises(KeyboardInterrupt):
+            self.batch()
+        self.before_request = None
+        part = self.record()["batch"]["parts"][0]
+        return self.state["batches"][part["batch_id"]]
+
+    def test_a_batch_names_its_run_and_part(self):
+        batch = self.stopped_batch()
+        self.assertEqual(batch["metadata"], {"run": self.record()["created_at"],
+                                             "part": "0-8"})
+
+    def test_a_batch_of_another_run_or_part_is_refused(self):
+        for name, names in (("another run", {"run": "2026-01-01T00:00:00+00:00",
+                                             "part": "0-8"}),
+                            ("another part", None), ("no names", None)):
+            with self.subTest(name):
+                self.setUp()
+                batch = self.stopped_batch()
+                batch["metadata"] = (names if name == "another run" else
+                                     {**batch["metadata"], "part": "0-4"}
+                                     if name == "another part" else None)
+                code, _, errors = self.resume()
+                self.assertEqual(code, 2, errors)
+                self.assertIn("not this record's run", errors)
+                self.assertEqual(self.record()["runs"], [])
+
+    def tampered_output(self, change):
+        """Resume a stopped batch whose output file is changed before its download."""
+        self.stopped_batch()
+
+        def before(request):
+            if request.method == "GET" and request.url.path.endswith("/content"):
+                kept = self.state["files"][request.url.path.split("/")[-2]]
+                kept["bytes"] = change(kept["bytes"].splitlines(keepends=True))
+
+        self.before_request = before
+        return self.resume()
+
+    def test_an_output_naming_a_row_twice_is_refused(self):
+        code, _, errors = self.tampered_output(lambda lines: b"".join(lines + lines[:1]))
+        self.assertEqual(code, 2, errors)
+        self.assertIn("twice", errors)
+        self.assertEqual(self.record()["runs"], [])
+
+    def test_an_output_naming_a_row_the_plan_never_had_is_refused(self):
+        def stranger(lines):
+            line = json.loads(lines[0])
+            line["custom_id"] = "row-99"
+            return b"".join(lines + [json.dumps(line).encode() + b"\n"])
+
+        code, _, errors = self.tampered_output(stranger)
+        self.assertEqual(code, 2, errors)
+        self.assertIn("row-99", errors)
+        self.assertEqual(self.record()["runs"], [])

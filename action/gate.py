@@ -71,6 +71,22 @@ CANCELLED_LINE = ("Regression run: CANCELLED (exit {code}); the record in the ar
 # --------------------------------------------------------------------------
 
 
+INPUTS = ("INPUT_MODELS", "INPUT_SUITE", "INPUT_CASES", "INPUT_INSTRUCTIONS", "INPUT_BASELINE",
+          "INPUT_REPEATS", "INPUT_PROVE", "INPUT_JOBS", "INPUT_MAX_COST")  # each is data
+
+
+def input_problem(env):
+    """Why an input cannot be passed on as data, or None: a value starting with
+    "-" would be read by the scripts as a flag (--instructions /etc/hostname)."""
+    for name in INPUTS:
+        for token in env.get(name, "").split():
+            if token.startswith("-"):
+                return (f"the input {name[len('INPUT_'):].lower().replace('_', '-')} holds "
+                        f"{token[:40]!r}, which starts with '-'; inputs are values, never "
+                        "flags: remove it")
+    return None
+
+
 def runner_args(env, folder, summary):
     """regression.py's arguments for the inputs in env, writing into folder."""
     args = []
@@ -216,7 +232,11 @@ def gate(env, child, folder):
         said["lines"].append(line)
         append(summary, line)
 
-    if not env.get("PERPLEXITY_API_KEY"):
+    problem = input_problem(env)
+    if problem:
+        say(f"Regression run: NOT STARTED (exit 2): {problem}.")
+        code = 2
+    elif not env.get("PERPLEXITY_API_KEY"):
         fork = fork_pull_request(env.get("GITHUB_EVENT_NAME", ""),
                                  read_event(env.get("GITHUB_EVENT_PATH", "")))
         say(FORK_LINE if fork else NO_KEY_LINE)  # the summary's one line: nothing ran
