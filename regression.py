@@ -45,6 +45,7 @@ if __name__ == "__main__":  # Ctrl+C while the SDK loads (a second or so): exit 
 import argparse
 import contextlib
 import dataclasses
+import difflib
 import functools
 import importlib.metadata
 import json
@@ -114,6 +115,10 @@ MAX_BUDGET_DIGITS = 12  # --max-cost between 1e-12 and 1e12 USD: any real budget
 DEFAULT_RETRIES = 2  # a 429 or 503 is usually over after a wait or two
 MAX_INSTRUCTIONS_BYTES = 64 << 10  # an instructions file is a page of rules, not a book
 DEMO_MODELS = ["offline/careful", "offline/hasty"]  # fictional on purpose
+# --force-search: the Agent API's documented tool_choice that makes the agent use
+# web_search ("auto", the default, lets the model decide; "required" any tool).
+FORCED_SEARCH = {"type": "web_search"}
+CLOSEST_MODELS = 3  # listed names offered when --check-models does not find a model
 DEMO_KEY = "offline-demo-key"  # the simulated API accepts any key
 REPORTS = ("junit", "summary_md", "html")  # report options, kept in the record's execution
 MAX_RESPONSE_CHARS = 16 << 20  # one saved response; a JSON answer with receipts is ~20 KB
@@ -173,7 +178,8 @@ def chat_request(case, model, instructions=INSTRUCTIONS, suite=None):
     return request
 
 
-def run_config(models, cases, repeats, instructions=INSTRUCTIONS, prove=None, suite=None):
+def run_config(models, cases, repeats, instructions=INSTRUCTIONS, prove=None, suite=None,
+               tool_choice=None):
     """Everything sent that can change an answer: the record's `config`."""
     tool, answer_format = tool_and_format(suite)
     config = {
@@ -191,6 +197,8 @@ def run_config(models, cases, repeats, instructions=INSTRUCTIONS, prove=None, su
         config["chat_request"] = chat_request_template(suite)
     if prove is not None:  # repeats is then what the rate needs: each pair's most
         config["prove"] = prove
+    if tool_choice is not None:  # it can change an answer: recorded, and compared
+        config["tool_choice"] = tool_choice
     return config
 
 
@@ -244,13 +252,16 @@ def still_running(response):
     return isinstance(status, str) and status not in FINAL_STATUSES
 
 
-def agent_request(case, model, instructions=INSTRUCTIONS, suite=None):
+def agent_request(case, model, instructions=INSTRUCTIONS, suite=None, tool_choice=None):
     """The Agent API request for one case, as a plain request and a batch line
-    send it; the expected answer is never sent."""
+    send it; the expected answer is never sent. tool_choice: --force-search."""
     tool, answer_format = tool_and_format(suite)
-    return {"model": model, "instructions": instructions, "input": case["question"],
-            "tools": [tool], "response_format": answer_format, "max_steps": MAX_STEPS,
-            "max_output_tokens": MAX_OUTPUT_TOKENS}
+    request = {"model": model, "instructions": instructions, "input": case["question"],
+               "tools": [tool], "response_format": answer_format, "max_steps": MAX_STEPS,
+               "max_output_tokens": MAX_OUTPUT_TOKENS}
+    if tool_choice is not None:
+        request["tool_choice"] = tool_choice
+    return request
 
 
 def resume_problem(saved, config, code_hash, sdk):
@@ -286,8 +297,8 @@ def next_step(row, out):
                 f"--switch {row.get('model')}=perplexity/sonar (README: A migration from Sonar).")
     if row.get("error_status") in (400, 403) and "background" in (row.get("error_message")
                                                                   or "").lower():
-        return ("The API refused background mode (as for an organization with zero data "
-                "retention): start a new run with --foreground, which sends requests plainly.")
+        return ("The API refused background mode for this organization: start a new run "
+                "with --foreground, which sends requests plainly.")
     if row.get("error_status") in REFUSED_STATUSES:
         return ("The API refused the request itself, so sending it again fails the same "
                 "way: fix the model name (or the SDK version) and start a new run with --out.")
@@ -324,7 +335,7 @@ def dump_response(response):
 
 
 def run_one(client, case, model, instructions=INSTRUCTIONS, background=False, receipt=None,
-            suite=None):
+            suite=None, tool_choice=None):
     """Send one case to one model and check the answer; never raises Exception.
 
     suite: the suite the case is of (None: the built-in one). background=True (how the runner sends every Agent API request) creates it
@@ -359,7 +370,7 @@ def run_one(client, case, model, instructions=INSTRUCTIONS, background=False, re
                 response = client.responses.retrieve(receipt)
             else:
                 response = client.responses.create(
-                    **agent_request(case, model, instructions, suite),
+                    **agent_request(case, model, instructions, suite, tool_choice),
                     **({"background": True, "stream": True} if background else {}),
                 )
             if isinstance(response, Stream):  # a plain SDK client hands back the stream
@@ -461,7 +472,7 @@ def fetched(client, response_id):
 
 
 def send_one(client, index, entry, *, execution, secrets, instructions, pause, receipts,
-             suite=None):
+             suite=None, tool_choice=None):
     """The whole row of one planned request: sent (or fetched by the id an
     earlier process saved), checked, counted and redacted (settled).
     """
@@ -476,7 +487,7 @@ def send_one(client, index, entry, *, execution, secrets, instructions, pause, r
     recovered = None
     if saved_id is not None:
         row = run_one(sender, case, model, instructions, background, receipt=saved_id,
-                      suite=suite)
+                      suite=suite, tool_choice=tool_choice)
         recovered = f"fetched by its id {saved_id} after an interruption"
         dead = status_error(row["response"]) if not row["error"] else None
         if row["error_status"] == 404:  # the API no longer has it: sent again
@@ -494,7 +505,8 @@ def send_one(client, index, entry, *, execution, secrets, instructions, pause, r
             saved_id = None
     if saved_id is None:
         receipts.sending(index, entry)
-        row = run_one(sender, case, model, instructions, background, suite=suite)
+        row = run_one(sender, case, model, instructions, background, suite=suite,
+                      tool_choice=tool_choice)
     message = sender.error_message
     if retired(row, sender, model):
         row["error"] = "SonarRetired"
@@ -611,16 +623,16 @@ def run_batch(run, client, plan, saved, started):
             if part["input_file_id"] is None:
                 data = b"".join(map(functools.partial(batch_line, run),
                                     range(part["start"], part["stop"])))
-                part["input_file_id"] = batching.upload(client, data)
+                part["input_file_id"] = arrived_id(batching.upload(client, data), run.secrets)
                 del data
                 run.checkpoint()
             if plan.stopped:
                 return
             if part["batch_id"] is None:
                 key = batching.idempotency_key(run.head["created_at"], part)
-                part["batch_id"] = batching.create(
+                part["batch_id"] = arrived_id(batching.create(
                     client, part["input_file_id"], key,
-                    batching.metadata(run.head["created_at"], part))["id"]
+                    batching.metadata(run.head["created_at"], part))["id"], run.secrets)
                 run.checkpoint()
         except (APIError, httpx.HTTPError) as exc:
             raise ValueError(f"the Batch API refused or failed a step "
@@ -682,6 +694,19 @@ def run_batch(run, client, plan, saved, started):
              + ("run the demo again" if run.demo else f"send them directly with: {resume}"))
 
 
+def arrived_id(value, secrets):
+    """An id the Batch API gave (a file's, a batch's), or ValueError: one that is
+    not an id, or that holds the key, is never saved (a record keeps no key)."""
+    if not record.saved_id(value):
+        raise ValueError("the Batch API gave an id that is not an id (a '/', a control "
+                         f"character or over {record.MAX_ID_CHARS} characters); nothing "
+                         "more was submitted")
+    if redact(value, secrets) != value:
+        raise ValueError("the Batch API gave an id that holds the API key; it is not kept "
+                         "and nothing more was submitted: rotate the key, then start a new run")
+    return value
+
+
 def collect(run, client, plan, saved, part, batch, started):
     """The rows of an ended batch, made in the saved order from its files."""
     with contextlib.ExitStack() as files:
@@ -709,7 +734,8 @@ def collect(run, client, plan, saved, part, batch, started):
 
 def batch_line(run, index):
     repeat, case, model = run.entries[index]
-    return batching.input_line(index, agent_request(case, model, run.instructions, run.suite))
+    return batching.input_line(index, agent_request(case, model, run.instructions, run.suite,
+                                                    run.head["config"].get("tool_choice")))
 
 
 def api_failure(exc, secrets):
@@ -718,6 +744,46 @@ def api_failure(exc, secrets):
     text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
     return redact(f"{'HTTP ' + str(status) + ': ' if status else ''}{text}",
                   secrets)[:MESSAGE_LIMIT]
+
+
+def listed_models(client, secrets):
+    """The model names the API lists (GET /v1/models), or (None, why not)."""
+    try:
+        listed = client.models.list()
+    except (APIError, httpx.HTTPError) as exc:
+        return None, f"the API did not give its model list ({api_failure(exc, secrets)})"
+    data = dump_response(listed).get("data") if hasattr(listed, "model_dump") or isinstance(
+        listed, dict) else None
+    names = [item.get("id") for item in data if isinstance(item, dict)] if isinstance(
+        data, list) else []
+    names = [name for name in names if isinstance(name, str) and name]
+    if not names:
+        return None, "the API's model list is empty or not a list of models"
+    return names, None
+
+
+def checked_models(run, client):
+    """--check-models: why a model of the run is not one the API lists, or None
+    (also when the list cannot be read: that is said in one line)."""
+    if client is None or run.regrade:
+        return None
+    names, why_not = listed_models(client, run.secrets)
+    if why_not:
+        warn(f"--check-models: {why_not}; going on without checking the models")
+        return None
+    return model_problem(run.models, names)
+
+
+def model_problem(models, names):
+    """Why a model is not among the listed names (a dated snapshot counts as its
+    model; chat: models are not listed there), or None."""
+    for model in models:
+        if model.startswith(CHAT_PREFIX) or any(same_model(model, name) for name in names):
+            continue
+        closest = difflib.get_close_matches(model, names, CLOSEST_MODELS, 0.3)
+        return (f"--check-models: {model} is not in the API's model list; closest listed: "
+                f"{', '.join(closest) or 'none'}; nothing was sent, fix --models")
+    return None
 
 
 def code_sha256():
@@ -894,10 +960,19 @@ OPTIONS = [  # flag, argparse keywords; help says what it does and its default
     ("--max-repeats", dict(type=int, metavar="N", help="with --prove, the most repeats of "
                            f"one pair, 1..{record.MAX_PROVE_REPEATS} (default: what RATE "
                            "needs; refused below that)")),
+    ("--force-search", dict(action="store_const", const=True, help="make every agent use "
+                            "web_search (tool_choice {\"type\": \"web_search\"}); recorded in "
+                            "config.tool_choice, so a forced run compares only with forced "
+                            "runs (default: the model decides; an answer without a search "
+                            "fails search_not_observed)")),
+    ("--check-models", dict(action="store_const", const=True, help="before the first paid "
+                            "request, read the API's model list once and stop (exit 2, "
+                            "nothing sent) if a model is not in it (default: off)")),
     ("--foreground", dict(action="store_const", const=True, help="send each request plainly "
                           "and wait for its answer, instead of in background mode with its id "
-                          "saved first (for organizations where background mode is not "
-                          "available, e.g. with zero data retention)")),
+                          "saved first: for an organization whose requests the API refuses in "
+                          "background mode (an answer lost to an interruption is then paid "
+                          "again)")),
     ("--batch", dict(action="store_const", const=True, help="send every row through the "
                      "Batch API, one batch per part of up to 50,000 rows (answers within 24 h, "
                      "outside the request rate limit), and wait for them; a stopped wait is "
@@ -918,7 +993,8 @@ OPTIONS = [  # flag, argparse keywords; help says what it does and its default
     ("--demo", dict(metavar="NEW_DIR", help="run offline against a simulated API and write "
                     "NEW_DIR/results.json (no key needed, data is synthetic)")),
 ]
-FROM_RECORD = ("--models", "--repeats", "--suite", "--cases", "--instructions", "--demo", "--prove",
+FROM_RECORD = ("--models", "--repeats", "--suite", "--cases", "--instructions", "--demo",
+               "--force-search", "--prove",
                "--max-repeats")
 
 
@@ -1203,7 +1279,8 @@ def new_run(args, secrets):
         prove = {"rate": args.prove, "confidence": level, "repeats": repeats,
                  "max_repeats": args.max_repeats or repeats}
     head = {"created_at": datetime.now(timezone.utc).isoformat(),
-            "config": run_config(models, cases, repeats, instructions, prove, suite),
+            "config": run_config(models, cases, repeats, instructions, prove, suite,
+                                 FORCED_SEARCH if args.force_search else None),
             "sdk_version": sdk_version(), "code_sha256": code_sha256(),
             "checker_sha256": record.checker_sha256(),
             # Outside config: the suite as read, and the hash of what judges.
@@ -1234,7 +1311,9 @@ def resume_run(args, path, secrets):
     saved, rows, cases, instructions, suite = read_saved(path)
     models, repeats = saved["config"]["models"], saved["config"]["repeats"]
     problem = resume_problem(saved, run_config(models, cases, repeats, instructions,
-                                               saved["config"].get("prove"), suite),
+                                               saved["config"].get("prove"), suite,
+                                               FORCED_SEARCH if "tool_choice" in saved["config"]
+                                               else None),
                              code_sha256(), sdk_version())
     if problem:
         raise ValueError(problem)
@@ -1513,15 +1592,21 @@ def main(argv=None):
         return fail(str(exc))
     pause = Pause()
     try:
-        with api_client(run) as client, saved_record(run) as saved:
-            send = functools.partial(send_one, client, execution=run.execution, pause=pause,
-                                     secrets=run.secrets, instructions=run.instructions,
-                                     receipts=run, suite=run.suite)
-            plan = Plan(run.direct(), run.execution["jobs"], send, pause,
-                        run.blocked if run.prove else None)
-            with Interrupts(plan) as stops:
-                run_plan(run, args, client, plan, saved)
-                stops.raise_if_interrupted()
+        with api_client(run) as client:
+            problem = args.check_models and checked_models(run, client)
+            if problem:
+                return fail(problem)
+            with saved_record(run) as saved:
+                send = functools.partial(send_one, client, execution=run.execution,
+                                         pause=pause, secrets=run.secrets,
+                                         instructions=run.instructions, receipts=run,
+                                         suite=run.suite,
+                                         tool_choice=run.head["config"].get("tool_choice"))
+                plan = Plan(run.direct(), run.execution["jobs"], send, pause,
+                            run.blocked if run.prove else None)
+                with Interrupts(plan) as stops:
+                    run_plan(run, args, client, plan, saved)
+                    stops.raise_if_interrupted()
     except KeyboardInterrupt:
         if run.started:  # saved on the way out; say how to finish it
             finish(run, interrupted=True)

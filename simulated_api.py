@@ -65,13 +65,14 @@ mock_transport() for in-process tests):
                    normal answers resume (e.g. a 429 with Retry-After)
     echo_auth      answer 400 with the request's Authorization header in the body
     legacy_chat    answer chat requests as before the Sonar retirement
-    no_background  refuse background mode with a 400, as for an organization
-                   with zero data retention (the wording is this simulation's)
+    no_background  refuse background mode with a 400 (the reason and wording
+                   are this simulation's: the live API documents none)
     drop_streams   how many of the next streams are cut after their receipt
     hold           None, or a threading.Event every answer waits for (its
                    receipt does not): a test releases answers when it chooses
     snippet_bytes  0, or the size every Agent answer's search snippet is padded
                    to, so responses weigh what live ones do (the benchmark)
+    models         the names GET /v1/models lists (LISTED_MODELS; [] lists none)
     stored         response id -> the kept response and when it is ready
     requests       every POST body received, in arrival order, but for the
                    Files and Batches endpoints' (rows of a batch are not here)
@@ -139,6 +140,8 @@ CHAT_FIELDS = {  # what the live chat-completions API accepts in this SDK versio
     "temperature", "tool_choice", "tools", "top_k", "top_p", "web_search_options",
 }
 COST_USD = 0.0042  # per simulated request: small, non-zero, exact in decimal
+LISTED_MODELS = ("openai/gpt-5.6-sol", "anthropic/claude-sonnet-4-6", "perplexity/sonar",
+                 "offline/careful", "offline/hasty")  # GET /v1/models; it answers any model
 ROUTES = ("/v1/responses", "/v1/agent")  # the same API under both names
 RETIRED = {"message": "Sonar is now the Agent API. Use /v1/responses instead of /v1/sonar.",
            "type": "chat_completions_not_available", "code": 403}  # as live since 2026-09-27
@@ -265,6 +268,7 @@ def new_state(cases, unsafe_models=("offline/hasty",)):
     return {
         "suite": suite,
         "cases": suite["cases"],
+        "models": list(LISTED_MODELS),
         "unsafe_models": set(unsafe_models),
         "latency": 0.0,
         "faults": [],
@@ -382,6 +386,10 @@ def respond(state, method, path, query, headers, raw_body):
         return (*batch_endpoint(state, method, path, headers, raw_body), None)
     ready_at = time.monotonic() + state["latency"]
     authorization = headers.get("Authorization", "")
+    if method == "GET" and path.rstrip("/") == "/v1/models":  # public, as documented
+        return 200, [], {"object": "list", "data": [
+            {"id": name, "object": "model", "created": 0, "owned_by": name.split("/")[0]}
+            for name in state["models"]]}, time.monotonic()
     if method == "GET":
         prefix = next((route + "/" for route in ROUTES if path.startswith(route + "/")), None)
         if not authorization.startswith("Bearer ") or len(authorization) <= 7:
@@ -431,8 +439,8 @@ def answer(state, number, fault, path, headers, body, ready_at):
     if status != 200 or not body.get("background"):
         return status, headers, response
     if state["no_background"]:
-        return error(400, "background mode is not available to this organization "
-                     "(zero data retention)", kind="invalid_request")
+        return error(400, "background mode is not available to this organization",
+                     kind="invalid_request")
     kept = {"response": {**response, "background": True}, "ready_at": ready_at}
     kept["events"] = events_of(kept["response"], ready_at)
     with state["lock"]:  # kept from now on, whatever happens to this connection
@@ -934,6 +942,8 @@ def main(argv=None):
     parser.add_argument("--port", type=int, default=8765, help="loopback port (default: 8765)")
     parser.add_argument("--cases", metavar="FILE", default="examples/cases.json",
                         help="JSON list of the cases it answers (default: examples/cases.json)")
+    parser.add_argument("--suite", metavar="FILE", help="a suite file (TOML) whose cases it "
+                        "answers instead of --cases")
     parser.add_argument("--unsafe", metavar="MODEL", nargs="*", default=["offline/hasty"],
                         help="models that advise retrying the timed-out payment "
                         "(default: offline/hasty)")
@@ -952,10 +962,13 @@ def main(argv=None):
                         help="how every batch ends (default: completed)")
     args = parser.parse_args(argv)
     try:
-        with open(args.cases, encoding="utf-8") as handle:
-            cases = record.validate_cases(json.load(handle), args.cases)
+        if args.suite is not None:
+            cases = suites.read_suite(args.suite)
+        else:
+            with open(args.cases, encoding="utf-8") as handle:
+                cases = record.validate_cases(json.load(handle), args.cases)
     except (OSError, ValueError) as exc:
-        parser.error(f"--cases: {exc}; give a JSON file of cases like examples/cases.json")
+        parser.error(f"{exc}; give a JSON file of cases like examples/cases.json, or --suite")
     # Ctrl+C stops it whatever the shell left: a job started in the background
     # by a non-interactive shell (a Makefile, a CI step) has SIGINT ignored.
     signal.signal(signal.SIGINT, signal.default_int_handler)

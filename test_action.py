@@ -75,7 +75,7 @@ class DecisionsTest(unittest.TestCase):
 
     def test_inputs_become_the_runners_arguments(self):
         folder = "/out"
-        tail = ["--out", "/out/results.json", "--junit", "/out/junit.xml",
+        tail = ["--check-models", "--out", "/out/results.json", "--junit", "/out/junit.xml",
                 "--html", "/out/regression-run.html"]
         table = [
             ({}, tail),

@@ -333,3 +333,84 @@ class BatchAttackTest(BatchHarness):
         self.assertEqual(code, 2, errors)
         self.assertIn("row-99", errors)
         self.assertEqual(self.record()["runs"], [])
+
+
+class BatchIdTest(BatchHarness):
+    def test_a_batch_id_holding_the_key_or_not_an_id_is_never_saved(self):
+        import batching
+
+        for name, given in (("the key", f"batch_{KEY}"), ("a slash", "batch/../x")):
+            with self.subTest(name):
+                self.setUp()
+                with mock.patch.object(batching, "create", return_value={"id": given}):
+                    code, _, errors = self.batch()
+                self.assertEqual(code, 2, errors)
+                self.assertNotIn(KEY, open(self.out, encoding="utf-8").read())
+                self.assertIsNone(self.record()["batch"]["parts"][0]["batch_id"])
+
+
+class TheApiAsDocumentedTest(Harness):
+    def test_force_search_sends_the_documented_tool_choice_and_records_it(self):
+        code, _, errors = self.main("--models", "m1", "--force-search")
+        self.assertEqual(code, 0, errors)
+        self.assertTrue(all(body["tool_choice"] == {"type": "web_search"}
+                            for body in self.state["requests"]))
+        self.assertEqual(self.record()["config"]["tool_choice"], {"type": "web_search"})
+
+    def test_the_default_request_forces_nothing(self):
+        self.main("--models", "m1")
+        self.assertFalse(any("tool_choice" in body for body in self.state["requests"]))
+        self.assertNotIn("tool_choice", self.record()["config"])
+
+    def test_a_resume_keeps_forced_search(self):
+        self.before_request = lambda request: (
+            request.method == "POST" and len(self.state["requests"]) == 2
+            and (_ for _ in ()).throw(KeyboardInterrupt))
+        with self.assertRaises(KeyboardInterrupt):
+            self.main("--models", "m1", "--force-search")
+        self.before_request = None
+        code, _, errors = self.main("--resume", self.out, out=False)
+        self.assertEqual(code, 0, errors)
+        self.assertTrue(all(body.get("tool_choice") == {"type": "web_search"}
+                            for body in self.state["requests"]))
+
+    def test_forced_and_unforced_runs_are_not_compared(self):
+        self.main("--models", "m1", "--force-search")
+        forced = self.out
+        self.out = self.path("plain.json")
+        self.main("--models", "m1")
+        code, output, errors = quiet(compare_runs.main, [forced, self.out])
+        self.assertEqual(code, 2)
+        self.assertIn("tool_choice", output + errors)
+
+    def test_check_models_stops_before_anything_is_sent_for_an_unlisted_model(self):
+        code, _, errors = self.main("--models", "openai/gpt-5.6-sl", "--check-models")
+        self.assertEqual(code, 2)
+        self.assertIn("openai/gpt-5.6-sl is not in the API's model list", errors)
+        self.assertIn("closest listed: openai/gpt-5.6-sol", errors)
+        self.assertEqual(self.state["requests"], [])
+        self.assertFalse(os.path.exists(self.out))
+
+    def test_check_models_takes_a_dated_snapshot_and_skips_chat_models(self):
+        self.state["models"] = ["openai/gpt-5.6-sol-2026-08-14"]
+        code, _, errors = self.main("--models", "openai/gpt-5.6-sol", "--check-models")
+        self.assertEqual(code, 0, errors)
+
+    def test_an_unusable_model_list_is_said_in_one_line_and_the_run_goes_on(self):
+        for name, change in (("empty", lambda: self.state.update(models=[])),):
+            with self.subTest(name):
+                change()
+                code, _, errors = self.main("--models", "m1", "--check-models")
+                self.assertEqual(code, 0, errors)
+                self.assertIn("going on without checking the models", errors)
+
+    def test_a_refused_or_malformed_model_list_is_no_list(self):
+        for name, reply in (("401", httpx.Response(401, json={"error": {"message": "no"}})),
+                            ("not a list", httpx.Response(200, json={"data": "x"})),
+                            ("no ids", httpx.Response(200, json={"data": [{"x": 1}]}))):
+            with self.subTest(name):
+                client = Perplexity(api_key=KEY, max_retries=0, http_client=httpx.Client(
+                    transport=httpx.MockTransport(lambda request, reply=reply: reply)))
+                names, why_not = regression.listed_models(client, [KEY])
+                self.assertIsNone(names)
+                self.assertTrue(why_not)

@@ -102,7 +102,8 @@ def runner_args(env, folder, summary):
         args += ["--prove", env["INPUT_PROVE"].strip()]
     elif env.get("INPUT_REPEATS", "").strip():
         args += ["--repeats", env["INPUT_REPEATS"].strip()]
-    args += ["--out", os.path.join(folder, "results.json"),
+    args += ["--check-models",  # a misspelt model stops the gate before anything is paid
+             "--out", os.path.join(folder, "results.json"),
              "--junit", os.path.join(folder, "junit.xml"),
              "--html", os.path.join(folder, "regression-run.html")]
     return args + (["--summary-md", summary] if summary else [])
