@@ -551,7 +551,8 @@ def meta_html(record):
                f"<code>{esc(field(source, 'path'))}</code> (made "
                f"{esc(field(source, 'created_at'))}) judged again by this checker; "
                "nothing was sent.</p>")
-    return (f'{regrade}<p class="meta">created {esc(field(record, "created_at"))} · '
+    return (f'{regrade}<p class="meta">suite <strong>{esc(page_suite(record)["name"])}</strong> · '
+            f'created {esc(field(record, "created_at"))} · '
             f"repeats {esc(field(config, 'repeats'))} · "
             f"{len(listed(field(record, 'runs'))):,} rows · "
             f"SDK {esc(field(record, 'sdk_version'))} · "
@@ -818,7 +819,8 @@ def runs_html(before, after):
     old = field(field(before, "config"), "instructions")
     new = field(field(after, "config"), "instructions")
     changed = "changed" if old != new else "unchanged"
-    return ("<table><tr><th>run</th><th>created</th><th>SDK</th><th>regression.py</th>"
+    return (f'<p class="meta">suite <strong>{esc(page_suite(after)["name"])}</strong></p>'
+            "<table><tr><th>run</th><th>created</th><th>SDK</th><th>regression.py</th>"
             f"<th>evidence</th></tr>{''.join(lines)}</table>"
             f"<details><summary>Instructions ({changed})</summary><div class=\"pair body\">"
             f"<div><h3>Before</h3><pre>{esc(old)}</pre></div>"

@@ -354,6 +354,7 @@ class SuiteRunTest(Harness):
         self.assertIn("support-escalation.toml", junit)
         page = open(self.path("p.html"), encoding="utf-8").read()
         self.assertIn("refund via", page)
+        self.assertIn("suite <strong>support-escalation</strong>", page)
         self.assertIn("360012668071", page)
 
     def test_a_suite_record_is_regraded_and_resumed_without_the_suite_file(self):
