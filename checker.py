@@ -586,10 +586,13 @@ class Tally:
     def __init__(self, models, repeats, cases=None, confidence=CONFIDENCE, prove=None):
         cases = CASES if cases is None else cases
         self.confidence = confidence
-        # prove: {"rate", "confidence", "repeats"}: each (model, case) runs until its
-        # first failure or `repeats` passes in a row, so a finished pair may be short.
+        # prove: {"rate", "confidence", "repeats", "allow_failures"}: each (model,
+        # case) is a curtailed plan: qualified at repeats - K passes, not qualified
+        # at K + 1 failures (records before plans: K = 0, "stop at the first failure").
         self.prove, self.repeats = prove, repeats
-        self.pairs = {(model, case["id"]): {"runs": 0, "last": -1, "failed_at": None}
+        self.allowed = (prove or {}).get("allow_failures", 0)
+        self.pairs = {(model, case["id"]): {"runs": 0, "last": -1, "passes": 0, "failures": 0,
+                                            "last_passed": None}
                       for case in cases for model in models}
         self.expected = {(model, case["id"], repeat) for repeat in range(repeats)
                          for case in cases for model in models}
@@ -614,9 +617,10 @@ class Tally:
         pair = self.pairs.get(key[:2]) if fresh else None
         if pair is not None:
             pair["runs"] += 1
-            pair["last"] = max(pair["last"], key[2])
-            if not passed and (pair["failed_at"] is None or key[2] < pair["failed_at"]):
-                pair["failed_at"] = key[2]
+            if key[2] > pair["last"]:
+                pair["last"], pair["last_passed"] = key[2], passed
+            pair["passes"] += passed
+            pair["failures"] += not passed and not row.get("error")
         counts = self.models.get(row.get("model"))
         if counts is None:
             return
@@ -637,11 +641,45 @@ class Tally:
         return (sum((c["cost"] for c in counts), Decimal(0)),
                 all(c["cost_known"] for c in counts))
 
+    def state(self, pair):
+        """A proving pair's plan so far: "qualified" (repeats - K passes),
+        "not_qualified" (K + 1 failures) or "running"."""
+        if pair["passes"] >= self.repeats - self.allowed:
+            return "qualified"
+        if pair["failures"] >= self.allowed + 1:
+            return "not_qualified"
+        return "running"
+
     def decided(self, pair):
-        """Whether a proving pair is finished: stopped at its first failure, or
-        passed every repeat it needs, with no row missing before either."""
-        last = self.repeats - 1 if pair["failed_at"] is None else pair["failed_at"]
-        return pair["runs"] == last + 1 and pair["last"] == last
+        """Whether a proving pair is finished: decided by its last row, with no
+        row missing before it and none after."""
+        state = self.state(pair)
+        if state == "running" or pair["runs"] != pair["last"] + 1:
+            return False
+        if state == "qualified":
+            return pair["passes"] == self.repeats - self.allowed and pair["last_passed"]
+        return pair["failures"] == self.allowed + 1 and pair["last_passed"] is False
+
+    def qualified(self, complete, model, counts):
+        """Whether a model qualified: every row passed, or under a plan every
+        one of its pairs reached its passes."""
+        if not complete:
+            return False
+        if self.prove is None:
+            return counts["passed"] == counts["total"]
+        return all(self.state(self.pairs[(model, case_id)]) == "qualified"
+                   for case_id in counts["cases"])
+
+    def case_summary(self, model, case_id, rate):
+        """One (model, case): pass rate, FLAKY, the rate its passes prove (rounded
+        down: never more than proved) and, under a plan, whether it qualified."""
+        entry = {**rate, "flaky": 0 < rate["passed"] < rate["runs"],
+                 "lower_bound": math.floor(lower_bound(rate["passed"], rate["runs"],
+                                                       self.confidence) * 1e6) / 1e6,
+                 "confidence": self.confidence}
+        if self.prove is not None:
+            entry["qualified"] = self.state(self.pairs[(model, case_id)]) == "qualified"
+        return entry
 
     def summary(self):
         if self.prove is None:
@@ -652,29 +690,25 @@ class Tally:
             model: {
                 "passed": counts["passed"],
                 "total": counts["total"],
-                "qualified": complete and counts["passed"] == counts["total"],
+                "qualified": self.qualified(complete, model, counts),
                 "reported_cost_usd": str(counts["cost"]) if counts["cost_known"] else None,
-                # Pass rates over repeats (a flaky case still fails the gate), each
-                # with the rate its passes prove.
-                "cases": {case_id: {**rate, "flaky": 0 < rate["passed"] < rate["runs"],
-                                    "lower_bound": math.floor(lower_bound(
-                                        rate["passed"], rate["runs"], self.confidence)
-                                        * 1e6) / 1e6,  # rounded down: never more than proved
-                                    "confidence": self.confidence}
+                # Pass rates over repeats (a flaky case still fails the gate).
+                "cases": {case_id: self.case_summary(model, case_id, rate)
                           for case_id, rate in counts["cases"].items()},
             }
             for model, counts in self.models.items()
         }
         if not complete or self.errors:
             exit_code = 2
-        elif self.failed:
-            exit_code = 1
+        elif not all(counts["qualified"] for counts in models.values()):
+            exit_code = 1  # a failed row; under a plan, a pair that did not qualify
         else:
             exit_code = 0
         result = {"complete": complete, "models": models, "exit_code": exit_code}
         if self.prove is not None:
             result["prove"] = {"rate": self.prove["rate"],
-                               "confidence": self.prove["confidence"]}
+                               "confidence": self.prove["confidence"],
+                               "allow_failures": self.allowed}
         return result
 
 
@@ -696,9 +730,12 @@ def verdict_line(result):
     elif result["exit_code"] == 2:
         head = "NO VERDICT: an execution error"
     elif "prove" in result and not others:
-        rate, confidence = result["prove"]["rate"], result["prove"]["confidence"]
-        head = (f"QUALIFIED: every model, each case >= {round(rate * 100, 1):g} % at "
-                f"{round(confidence * 100, 1):g} %")
+        plan = result["prove"]
+        allowed = plan.get("allow_failures", 0)
+        head = (f"QUALIFIED: every model, each case >= {given_percent(plan['rate'])} % at "
+                f"{given_percent(plan['confidence'])} %"
+                + (f" (at most {allowed} allowed failure{'s' if allowed != 1 else ''} each)"
+                   if allowed else ""))
     else:
         head = "QUALIFIED: every model" if not others else "REGRESSION"
     parts = [head]
@@ -709,15 +746,23 @@ def verdict_line(result):
     return "; ".join(parts)
 
 
+def given_percent(value):
+    """A rate or confidence the user gave, in percent exactly as given: 0.9018 is
+    "90.18" (never rounded to 90.2), 0.95 is "95"."""
+    return format((Decimal(str(value)) * 100).normalize(), "f")
+
+
 def floor_percent(lower):
-    """A bound in percent to one decimal, rounded down: never more than proved."""
-    return f"{math.floor(lower * 1000) / 10:.1f}"
+    """A bound in percent to one decimal, rounded down: never more than proved
+    (read as the decimal the float prints as, so 0.9 is 90.0, not 89.9)."""
+    tenths = math.floor(Decimal(repr(float(lower))) * 1000)
+    return f"{tenths // 10}.{tenths % 10}"
 
 
 def bound_text(lower, confidence):
     """A pass-rate bound as every view writes it (0.3684 at 0.95 is
     `pass rate >= 36.8 % (95 %)`)."""
-    return f"pass rate >= {floor_percent(lower)} % ({round(confidence * 100, 1):g} %)"
+    return f"pass rate >= {floor_percent(lower)} % ({given_percent(confidence)} %)"
 
 
 def pass_rate_lines(result):

@@ -75,10 +75,11 @@ from decimal import Decimal
 # by --demo alone, reports by --summary-md and --html, traceback by an
 # internal error.
 import checker
+import plans
 import record
 import suites
-from vocabulary import (BETTER, COUNT_WORDS, GATING, LABELS, NEW_FAILURE, WORSE, Parser, label,
-                        mend_standard_streams, p_text)
+from vocabulary import (BETTER, COUNT_WORDS, GATING, LABELS, NEW_FAILURE, WORSE, Parser,
+                        fisher_drop, label, mend_standard_streams, p_text)
 
 SWITCHABLE = {"instructions", "models", "chat_request"}  # config keys --switch lets differ
 DEMO_MODEL = "offline/model"  # plainly fictional: no model is called
@@ -125,18 +126,6 @@ def unlabelled(text):
     return text
 
 
-def fisher_drop(before_good, before_runs, after_good, after_runs):
-    """One-sided Fisher exact p-value that the pass rate fell (H1: after's < before's).
-
-    With the total of passes fixed, before's passes follow a hypergeometric
-    law; p is the chance of at least as many of them as observed.
-    """
-    total, good = before_runs + after_runs, before_good + after_good
-    ways = sum(math.comb(good, k) * math.comb(total - good, before_runs - k)
-               for k in range(before_good, min(good, before_runs) + 1))
-    return ways / math.comb(total, before_runs)
-
-
 def model_name(item):
     old, new = item["before_model"], item["after_model"]
     return old if old == new else f"{old}->{new}"
@@ -149,12 +138,15 @@ def item_line(item, repeats):
         return (f"{item['label']} {model_name(item)} {item['case_id']} {old[0]['repeat']} "
                 f"before= {old[0]['reasons']} after= {new[0]['reasons']}")
     good = [sum(row["passed"] for row in rows) for rows in (old, new)]
-    bounds = [checker.lower_bound(passes, len(rows), item["confidence"])
-              for passes, rows in zip(good, (old, new))]
+    levels = item.get("before_confidence", item["confidence"]), item["confidence"]
+    bounds = [checker.floor_percent(checker.lower_bound(passes, len(rows), level))
+              for passes, rows, level in zip(good, (old, new), levels)]
+    stated = (f"{bounds[0]} % -> {bounds[1]} % ({checker.given_percent(levels[1])} %)"
+              if levels[0] == levels[1] else
+              f"{bounds[0]} % ({checker.given_percent(levels[0])} %) -> {bounds[1]} % "
+              f"({checker.given_percent(levels[1])} %)")
     return (f"{item['label']} {model_name(item)} {item['case_id']} before={good[0]}/{len(old)} "
-            f"after={good[1]}/{len(new)} p={p_text(item['p_value'])} pass rate >= "
-            f"{checker.floor_percent(bounds[0])} % -> {checker.floor_percent(bounds[1])} % "
-            f"({round(item['confidence'] * 100, 1):g} %)")
+            f"after={good[1]}/{len(new)} p={p_text(item['p_value'])} pass rate >= {stated}")
 
 
 def count_line(items, repeats):
@@ -247,7 +239,10 @@ def index(run):
 def config_problem(before, after, switches, paths):
     """Why the configs of two validated records cannot be compared, or None."""
     old, new = before["config"], after["config"]
-    differing = sorted(key for key in set(old) | set(new) if old.get(key) != new.get(key))
+    differing = sorted(key for key in set(old) | set(new) if old.get(key) != new.get(key)
+                       # two proofs are compared by outcome: their plans may differ
+                       and not ("prove" in old and "prove" in new
+                                and key in ("prove", "repeats")))
     if not switches:
         if "models" in differing and set(differing) <= SWITCHABLE:
             old_set, new_set = set(old["models"]), set(new["models"])
@@ -411,6 +406,13 @@ def cautions(before, after, switches, paths):
                      f"{budget_text(before['config']['tool'])} in BEFORE and "
                      f"{budget_text(after['config']['tool'])} in AFTER; the models saw "
                      "different amounts of search context")
+    plan = [run["config"].get("prove") for run in (before, after)]
+    if None not in plan and plan[0] != plan[1]:
+        said = [f"prove >= {checker.given_percent(p['rate'])} % at "
+                f"{checker.given_percent(p['confidence'])} % with "
+                f"{p.get('allow_failures', 0)} allowed failures" for p in plan]
+        lines.append(f"CAUTION: the proofs have different plans (BEFORE {said[0]}; AFTER "
+                     f"{said[1]}); they are compared by whether each pair qualified")
     changed = instructions_line(before["config"].get("instructions"),
                                 after["config"].get("instructions"))
     return lines + ([changed] if changed else [])
@@ -441,31 +443,55 @@ def comparison(before, after, switches=(), paths=None):
     repeats = config["repeats"]
     pairs = sorted(set(switches)) if switches else [(model, model) for model in
                                                      sorted(config["models"])]
+    levels = record.confidence_of(before), record.confidence_of(after)
+    plans_of = [proof_tally(run, side) for run, side in zip((before, after), rows)]
     items = []
-    proving = "prove" in config  # a pair may stop at its first failure: short rows
     for old_model, new_model in pairs:
         for case_id in sorted((case["id"] for case in config["cases"]), key=natural):
-            old, new = ([side[(model, case_id, repeat)] for repeat in range(repeats)
+            old, new = ([side[(model, case_id, repeat)]
+                         for repeat in range(run["config"]["repeats"])
                          if (model, case_id, repeat) in side]
-                        for side, model in ((rows[0], old_model), (rows[1], new_model)))
+                        for side, model, run in ((rows[0], old_model, before),
+                                                 (rows[1], new_model, after)))
             good = [sum(row["passed"] for row in side) for side in (old, new)]
-            if proving:  # a stopped pair has no comparable rate: judged on qualified or not
-                proved = [int(passes == repeats) for passes in good]
-                judged = label(proved[0], 1, proved[1], 1)
+            if plans_of[0] is not None:  # proofs: judged on their outcome, not a rate
+                judged = plans.proof_label(*(
+                    {"qualified": tally.state(tally.pairs[(model, case_id)]) == "qualified",
+                     "passed": passes, "runs": len(side)}
+                    for tally, model, passes, side in zip(plans_of, (old_model, new_model),
+                                                          good, (old, new))), levels[1])
             else:
                 judged = label(good[0], len(old), good[1], len(new))
             items.append({
                 "label": judged,
-                "confidence": checker.CONFIDENCE,
+                "confidence": levels[1], "before_confidence": levels[0],
                 "before_model": old_model, "after_model": new_model, "case_id": case_id,
                 "before": old, "after": new,
                 "p_value": None if repeats == 1 else fisher_drop(good[0], len(old),
                                                                  good[1], len(new)),
             })
     lines = cautions(before, after, switches, paths)
+    if levels[0] != levels[1]:
+        lines.append(f"CAUTION: the records were made at different confidences (BEFORE "
+                     f"{checker.given_percent(levels[0])} %, AFTER "
+                     f"{checker.given_percent(levels[1])} %); each bound is stated at its "
+                     "record's own")
     lines[:0] = receipt_cautions(before, after, rows, switches, paths)
     return {"items": items, "cautions": lines, "repeats": repeats,
             "files": files_line(paths, switches)}
+
+
+def proof_tally(run, rows):
+    """A proof record's plan state per pair (checker.Tally over its judged rows),
+    or None for a record of fixed repeats."""
+    config = run["config"]
+    if "prove" not in config:
+        return None
+    tally = checker.Tally(config["models"], config["repeats"], config["cases"],
+                          prove=config["prove"])
+    for row in rows.values():
+        tally.add(row)
+    return tally
 
 
 def title(before, switches):

@@ -37,6 +37,7 @@ import stat
 from decimal import Decimal, InvalidOperation
 
 import checker
+import plans
 import suites
 from checker import ACTIONS
 from suites import CASE_ID
@@ -155,19 +156,24 @@ def plan_keys(config):
 
 
 def prove_problem(prove, repeats):
-    """ValueError unless config.prove is a rule this code made: rate, confidence,
-    and the passes in a row they need, which is config.repeats."""
-    fields = ("rate", "confidence", "repeats", "max_repeats")
-    if not isinstance(prove, dict) or set(prove) != set(fields) or not all(
-            isinstance(prove[name], (int, float)) and not isinstance(prove[name], bool)
-            for name in fields):
-        raise ValueError("config.prove must hold rate, confidence, repeats and max_repeats")
+    """ValueError unless config.prove is a plan this code made: rate, confidence,
+    allow_failures K and the runs n its plan needs, which is config.repeats.
+    A proof made before plans holds max_repeats instead of K, and reads as K = 0."""
+    old = ("rate", "confidence", "repeats", "max_repeats")
+    new = ("rate", "confidence", "repeats", "allow_failures")
+    if not isinstance(prove, dict) or set(prove) not in (set(old), set(new)) or not all(
+            isinstance(value, (int, float)) and not isinstance(value, bool)
+            for value in prove.values()):
+        raise ValueError("config.prove must hold rate, confidence, repeats and "
+                         "allow_failures")
+    allowed = prove.get("allow_failures", 0)
     if (not 0 < prove["rate"] < 1 or not 0.5 <= prove["confidence"] <= 0.999
-            or prove["repeats"] != repeats
-            or checker.runs_needed(prove["rate"], prove["confidence"]) != repeats
-            or not repeats <= prove["max_repeats"] <= MAX_PROVE_REPEATS):
-        raise ValueError("config.prove does not hold together: its rate and confidence "
-                         "need another number of repeats")
+            or type(allowed) is not int or allowed < 0 or prove["repeats"] != repeats
+            or plans.plan_size(prove["rate"], prove["confidence"], allowed) != repeats
+            or ("max_repeats" in prove
+                and not repeats <= prove["max_repeats"] <= MAX_PROVE_REPEATS)):
+        raise ValueError("config.prove does not hold together: its rate, confidence and "
+                         "allowed failures need another number of repeats")
 
 
 def proving_missing(rows, config):
@@ -450,14 +456,21 @@ def shown_key(key):
     return " ".join(str(part)[:80] for part in key)
 
 
-def derived_summary(judged):
-    """The summary of a record read by load, counted from its rows as judged
-    again, never its saved summary."""
-    config, execution = judged["config"], judged.get("execution")
+def confidence_of(record):
+    """The confidence a record's bounds are stated at: its proof's, else its
+    execution's (--confidence), else the default."""
+    config, execution = record["config"], record.get("execution")
     confidence = (config.get("prove") or {}).get("confidence") or (
         execution.get("confidence") if isinstance(execution, dict) else None)
     if type(confidence) is not float or not 0.5 <= confidence <= 0.999:
         confidence = checker.CONFIDENCE
+    return confidence
+
+
+def derived_summary(judged):
+    """The summary of a record read by load, counted from its rows as judged
+    again, never its saved summary."""
+    config, confidence = judged["config"], confidence_of(judged)
     tally = checker.Tally(config["models"], config["repeats"], config["cases"], confidence,
                           config.get("prove"))
     for row in judged.rows.values():

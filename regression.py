@@ -43,6 +43,7 @@ if __name__ == "__main__":  # Ctrl+C while the SDK loads (a second or so): exit 
     signal.signal(signal.SIGINT, lambda number, frame: sys.exit(128 + number))
 
 import argparse
+import collections
 import contextlib
 import dataclasses
 import difflib
@@ -80,6 +81,7 @@ except ModuleNotFoundError as missing:
 
 import batching
 import checker
+import plans
 import record
 import reports
 import suites
@@ -953,13 +955,20 @@ OPTIONS = [  # flag, argparse keywords; help says what it does and its default
     ("--confidence", dict(type=confidence, metavar="C", help="one-sided confidence of every "
                           "stated pass-rate bound, 0.5..0.999 (default: 0.95, or the resumed "
                           "run's)")),
-    ("--prove", dict(type=rate, metavar="RATE", help="repeat each (model, case) one at a "
-                     "time until a repeat fails (not qualified; nothing more is sent for it) "
-                     "or its pass rate is proved at least RATE at --confidence, e.g. 0.9: "
-                     "29 passes in a row at 95 %%")),  # %% : argparse formats help
-    ("--max-repeats", dict(type=int, metavar="N", help="with --prove, the most repeats of "
-                           f"one pair, 1..{record.MAX_PROVE_REPEATS} (default: what RATE "
-                           "needs; refused below that)")),
+    ("--prove", dict(type=rate, metavar="RATE", help="run each (model, case) one request at "
+                     "a time as an acceptance plan: qualified once n - K passes prove a pass "
+                     "rate of at least RATE at --confidence, not qualified at K + 1 failures "
+                     "(K: --allow-failures). At 0.9 and 95 %%: K=0 needs 29 passes in a row, "
+                     "K=1 45 of at most 46, K=2 59 of at most 61 (docs/results.md)")),
+    # %% : argparse formats help
+    ("--allow-failures", dict(type=int, metavar="K", help="with --prove, failures a pair may "
+                              "have and still qualify: a good model qualifies more often, for "
+                              "more requests (default: 0, stop at the first failure)")),
+    ("--plan", dict(action="store_const", const=True, help="print what the run would send "
+                    "(requests per pair and in all, the chance to qualify, costs with "
+                    "--baseline) and send nothing; needs no key")),
+    ("--baseline", dict(metavar="RECORD", help="with --plan, a saved record whose mean reported "
+                        "cost per request prices the plan")),
     ("--force-search", dict(action="store_const", const=True, help="make every agent use "
                             "web_search (tool_choice {\"type\": \"web_search\"}); recorded in "
                             "config.tool_choice, so a forced run compares only with forced "
@@ -994,8 +1003,7 @@ OPTIONS = [  # flag, argparse keywords; help says what it does and its default
                     "NEW_DIR/results.json (no key needed, data is synthetic)")),
 ]
 FROM_RECORD = ("--models", "--repeats", "--suite", "--cases", "--instructions", "--demo",
-               "--force-search", "--prove",
-               "--max-repeats")
+               "--force-search", "--prove", "--allow-failures", "--plan", "--baseline")
 
 
 def parse_args(argv):
@@ -1007,6 +1015,11 @@ def parse_args(argv):
     )
     for flag, options in OPTIONS:
         parser.add_argument(flag, **options)
+    given = sys.argv[1:] if argv is None else argv
+    if any(arg == "--max-repeats" or arg.startswith("--max-repeats=") for arg in given):
+        parser.error("--max-repeats is gone: it never changed a proof, whose plan decides "
+                     "when a pair stops; to let a pair fail K times and still qualify, give "
+                     "--allow-failures K")
     args = parser.parse_args(argv)
     if args.models is not None and len(set(args.models)) != len(args.models):
         duplicates = sorted({m for m in args.models if args.models.count(m) > 1})
@@ -1024,17 +1037,21 @@ def parse_args(argv):
                      "in the suite file)")
     if args.repeats is not None and not 1 <= args.repeats <= MAX_REPEATS:
         parser.error(f"--repeats must be 1..{MAX_REPEATS}, got {args.repeats}")
+    if args.allow_failures is not None and args.allow_failures < 0:
+        parser.error(f"--allow-failures must be 0 or more, got {args.allow_failures}")
     if args.prove is not None:
-        needed = runs_needed(args.prove, args.confidence or CONFIDENCE)
         if args.repeats is not None:
-            parser.error("--prove repeats each case until it is proved or fails; drop "
+            parser.error("--prove repeats each case until its plan decides it; drop "
                          "--repeats")
-        if needed > record.MAX_PROVE_REPEATS:
-            parser.error(f"--prove {args.prove} needs {needed} passes in a row, more than "
-                         f"{record.MAX_PROVE_REPEATS}; choose a lower rate or confidence")
-        if args.max_repeats is not None and args.max_repeats < needed:
-            parser.error(f"--max-repeats {args.max_repeats} is below the {needed} passes in "
-                         f"a row that --prove {args.prove} needs; give at least {needed}")
+        try:
+            plans.plan_of(args.prove, args.allow_failures or 0, args.confidence or CONFIDENCE)
+        except ValueError as exc:
+            parser.error(f"--prove {args.prove}: {exc}")
+    if args.allow_failures is not None and args.prove is None:
+        parser.error("--allow-failures is a proof's plan; give --prove RATE too")
+    if args.baseline is not None and not args.plan:
+        parser.error("--baseline prices a plan; give --plan too (a comparison with a baseline "
+                     "is compare_runs.py BASELINE RECORD)")
     if args.batch:
         chat = sorted(model for model in args.models or () if model.startswith(CHAT_PREFIX))
         for clash, why in ((chat and chat[0], "the Batch API runs Agent API requests only"),
@@ -1046,11 +1063,6 @@ def parse_args(argv):
                             "submitted, so no budget can stop it; drop --max-cost")):
             if clash:
                 parser.error(f"--batch cannot be used with {clash}: {why}")
-    if args.max_repeats is not None and args.prove is None:
-        parser.error("--max-repeats caps --prove; give --prove RATE, or use --repeats")
-    if args.max_repeats is not None and not 1 <= args.max_repeats <= record.MAX_PROVE_REPEATS:
-        parser.error(f"--max-repeats must be 1..{record.MAX_PROVE_REPEATS}, "
-                     f"got {args.max_repeats}")
     if args.jobs is not None and not 1 <= args.jobs <= MAX_JOBS:
         parser.error(f"--jobs must be 1..{MAX_JOBS}, got {args.jobs}")
     if args.retries is not None and not 0 <= args.retries <= MAX_RETRIES:
@@ -1069,7 +1081,10 @@ def parse_args(argv):
             parser.error(f"{mode} {why}; drop {' '.join(clash)}")
     if args.demo is not None and os.path.lexists(args.demo):
         parser.error(f"--demo folder {args.demo} already exists; name a new one")
-    if args.demo is None and args.regrade is None and not os.environ.get("PERPLEXITY_API_KEY"):
+    if args.plan and (args.demo or args.resume or args.regrade):
+        parser.error("--plan prints a new run's plan; drop --demo, --resume and --regrade")
+    if (args.demo is None and args.regrade is None and not args.plan
+            and not os.environ.get("PERPLEXITY_API_KEY")):
         parser.error("PERPLEXITY_API_KEY is not set; export your API key, "
                      f"or try the offline demo: {command_hint('--demo', 'demo-run')}")
     return args
@@ -1108,6 +1123,8 @@ class Run:
     batch: dict = None
     cases_file: str = None  # the --cases or --suite file of a new run
     suite: dict = None  # what the run asks and how it judges: checker.BUILTIN_SUITE or a file's
+    sent: int = 0  # requests this invocation sent (each attempt of a row counts)
+    sent_errors: int = 0  # rows of this invocation that ended in an execution error
 
     def __post_init__(self):
         self.saving = threading.Lock()  # one save at a time: rows and receipts
@@ -1117,9 +1134,9 @@ class Run:
         self.tally = Tally(self.models, self.repeats, self.cases,
                            (self.prove or {}).get("confidence", self.execution["confidence"]),
                            self.prove)
-        self.dropped = {index for row in self.rows.values() for index in self.stopped_pair(row)}
         for row in self.rows.values():
             self.tally.add(row)
+        self.dropped = {index for row in self.rows.values() for index in self.stopped_pair(row)}
         self.summary = self.tally.summary()  # changes only when a row is kept
 
     def todo(self):
@@ -1136,11 +1153,13 @@ class Run:
         return repeat > 0 and self.places[(model, case["id"], repeat - 1)] not in self.rows
 
     def stopped_pair(self, row):
-        """After a proving pair's failure: the places of its repeats never sent."""
-        if self.prove is None or row["passed"] or row["error"]:
+        """Once a proving pair's plan has decided it (qualified, or not): the
+        places of its repeats never sent."""
+        pair = self.tally.pairs.get((row["model"], row["case_id"])) if self.prove else None
+        if pair is None or self.tally.state(pair) == "running":
             return []
         return [self.places[(row["model"], row["case_id"], repeat)]
-                for repeat in range(row["repeat"] + 1, self.repeats)]
+                for repeat in range(pair["last"] + 1, self.repeats)]
 
     def tail(self):
         receipts = {"pending": {str(index): entry for index, entry in sorted(
@@ -1250,13 +1269,47 @@ def check_outputs(out, paths):
         seen[os.path.realpath(path)] = f"also the file of {flags[name]}"
 
 
+def chosen_suite(args):
+    """The suite a new run asks: --suite's, the built-in one with --cases, or
+    the built-in one; ValueError naming the file at fault."""
+    if args.suite is not None:
+        return suites.read_suite(args.suite)
+    if args.cases is not None:
+        return suites.with_cases(checker.BUILTIN_SUITE, load_cases(args.cases))
+    return checker.BUILTIN_SUITE
+
+
+def baseline_costs(path):
+    """{model: mean reported USD per request} of a saved record, for --plan."""
+    saved = record.load(path)
+    costs = {}
+    for (model, _, _), row in saved.rows.items():
+        if row["cost_usd"] is not None:
+            costs.setdefault(model, []).append(Decimal(row["cost_usd"]))
+    if not costs:
+        raise ValueError(f"--baseline {path} has no reported cost to price the plan with")
+    every = [cost for model_costs in costs.values() for cost in model_costs]
+    mean = sum(every) / len(every)
+    return collections.defaultdict(lambda: mean, {model: sum(found) / len(found)
+                                                  for model, found in costs.items()})
+
+
+def print_plan(args):
+    """--plan: what the run would send, and what its verdicts could prove."""
+    suite = chosen_suite(args)
+    models = args.models or suite.get("models") or MODELS
+    costs = baseline_costs(args.baseline) if args.baseline else None
+    for line in plans.plan_lines(models, [case["id"] for case in suite["cases"]], args.prove,
+                                 args.allow_failures or 0, args.repeats or 1,
+                                 args.confidence or CONFIDENCE, costs):
+        print(line)
+    print("Nothing was sent.")
+    return 0
+
+
 def new_run(args, secrets):
     """A fresh run (or the demo): suite, models, cases and instructions from the flags."""
-    suite = checker.BUILTIN_SUITE
-    if args.suite is not None:
-        suite = suites.read_suite(args.suite)
-    elif args.cases is not None:
-        suite = suites.with_cases(suite, load_cases(args.cases))
+    suite = chosen_suite(args)
     cases = suites.record_cases(suite)
     instructions = (suite.get("instructions") if args.instructions is None
                     else load_instructions(args.instructions))
@@ -1274,10 +1327,10 @@ def new_run(args, secrets):
                          "choose another path")
     repeats, prove = args.repeats or 1, None
     if args.prove is not None:
-        level = args.confidence or CONFIDENCE
-        repeats = runs_needed(args.prove, level)
+        level, allowed = args.confidence or CONFIDENCE, args.allow_failures or 0
+        repeats = plans.plan_size(args.prove, level, allowed)
         prove = {"rate": args.prove, "confidence": level, "repeats": repeats,
-                 "max_repeats": args.max_repeats or repeats}
+                 "allow_failures": allowed}
     head = {"created_at": datetime.now(timezone.utc).isoformat(),
             "config": run_config(models, cases, repeats, instructions, prove, suite,
                                  FORCED_SEARCH if args.force_search else None),
@@ -1494,6 +1547,8 @@ def take_row(run, plan, saved, index, row, started, save=True):
                    f"{'' if known else 'at least '}${total} so far")
     if "batch" in row:  # it ran already, paid for: its size, error or cost stops nothing
         return
+    run.sent += row.get("attempts") or 1
+    run.sent_errors += bool(row["error"])
     if saved.size > record.FULL_RECORD_BYTES and plan.stop("size"):
         warn(f"Stopped: {run.out} passed {record.FULL_RECORD_BYTES >> 20} MiB, about the "
              "most a reader takes in one piece; no new request starts. Run the rest as a "
@@ -1566,6 +1621,13 @@ def finish(run, interrupted):
     if run.repeats > 1:
         print("\n".join(pass_rate_lines(result)))
     print(json.dumps(result))  # one line, so the verdict below stays in view
+    if run.prove and not run.regrade:
+        most = run.repeats * len(run.models) * len(run.cases)
+        print(f"Sent {run.sent} request{'s' if run.sent != 1 else ''} in this run"
+              + (f" ({run.sent_errors} ended in an execution error and {'is' if run.sent_errors == 1 else 'are'} sent again "
+                 "on top of the plan)" if run.sent_errors else "")
+              + f"; {sum(1 for row in run.rows.values() if not row['error'])} verdict rows of "
+              f"at most {most} the plan allows.")
     print(verdict_line(result))
     if run.regrade and not result["complete"]:
         source = run.head["regraded_from"]["path"]
@@ -1587,6 +1649,8 @@ def main(argv=None):
     mend_standard_streams()
     args = parse_args(argv)
     try:
+        if args.plan:
+            return print_plan(args)
         run = prepare(args)
     except ValueError as exc:
         return fail(str(exc))
@@ -1650,14 +1714,17 @@ def run_plan(run, args, client, plan, saved):
 
 
 def start_lines(run, args):
-    if run.prove and not run.regrade:
+    if not run.regrade:  # what will be sent, before the first request (a live one takes ~1 min)
         limit = run.execution["max_cost"]
-        print(f"Proving each (model, case) has a pass rate >= "
-              f"{round(run.prove['rate'] * 100, 1):g} % at "
-              f"{round(run.prove['confidence'] * 100, 1):g} %: {run.repeats} passes in a row "
-              f"each, one repeat at a time; a pair stops at its first failure. At most "
-              f"{len(run.todo())} requests"
-              + (f"; --max-cost ${limit} still applies." if limit else "; no --max-cost."))
+        prove = run.prove or {}
+        line = plans.headline(run.models, [case["id"] for case in run.cases], prove.get("rate"),
+                              prove.get("allow_failures", 0), run.repeats,
+                              prove.get("confidence", run.execution["confidence"]))
+        jobs = run.execution["jobs"]
+        line += (" One request of a pair at a time;" if run.prove else
+                 f" {jobs} request{'s' if jobs != 1 else ''} at a time;")
+        print(f"{line} {len(run.todo())} still to send; record: {run.out}"
+              + (f"; --max-cost ${limit}." if limit else "."), flush=True)
     if run.demo:
         print("DEMO: a simulated API on 127.0.0.1 answers for two fictional "
               "models; every answer below is synthetic.")

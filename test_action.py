@@ -82,6 +82,9 @@ class DecisionsTest(unittest.TestCase):
             ({"INPUT_MODELS": f" {MODEL}  b/c ", "INPUT_REPEATS": "3"},
              ["--models", MODEL, "b/c", "--repeats", "3", *tail]),
             ({"INPUT_PROVE": "0.9", "INPUT_REPEATS": "3"}, ["--prove", "0.9", *tail]),
+            ({"INPUT_PROVE": "0.9", "INPUT_ALLOW_FAILURES": "1"},
+             ["--prove", "0.9", "--allow-failures", "1", *tail]),
+            ({"INPUT_ALLOW_FAILURES": "1"}, tail),  # without prove, nothing to allow
             ({"INPUT_CASES": "cases.json", "INPUT_INSTRUCTIONS": "advisor.txt",
               "INPUT_JOBS": "4", "INPUT_MAX_COST": "5", "INPUT_PROVE": " "},
              ["--cases", "cases.json", "--instructions", "advisor.txt", "--jobs", "4",

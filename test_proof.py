@@ -1,5 +1,5 @@
 """Proof in-process: the exact lower bound of a pass rate (Clopper-Pearson),
-the bounds every view states, and --prove RATE with --max-repeats.
+the bounds every view states, and --prove RATE with --allow-failures K.
 Everything runs offline through the real SDK over httpx.MockTransport.
 """
 
@@ -90,11 +90,11 @@ class ProveTest(Harness):
                                             "--junit", self.path(f"j{jobs}.xml"), out=False)
                 self.assertEqual(code, 1)
                 self.assertEqual(len(self.state["requests"]), 29 + 1)
-                self.assertIn("Proving each (model, case) has a pass rate >= 90 % at 95 %: "
-                              "29 passes in a row each", output)
+                self.assertIn("Plan: prove >= 90 % at 95 % for 2 pairs (1 model x 2 cases), "
+                              "no allowed failure: 29 passes in a row per pair", output)
                 saved = self.record(out)
                 self.assertEqual(saved["config"]["prove"], {"rate": 0.9, "confidence": 0.95,
-                                                            "repeats": 29, "max_repeats": 29})
+                                                            "repeats": 29, "allow_failures": 0})
                 self.assertTrue(saved["summary"]["complete"])
                 cases = saved["summary"]["models"][regression.MODELS[0]]["cases"]
                 self.assertEqual((cases["ambiguous-payment"]["runs"],
@@ -138,8 +138,11 @@ class ProveTest(Harness):
 
     def test_refusals(self):
         for args, reason in ((["--prove", "0.9", "--repeats", "3"], "drop --repeats"),
-                             (["--prove", "0.9", "--max-repeats", "10"], "give at least 29"),
-                             (["--max-repeats", "30"], "give --prove RATE"),
+                             (["--prove", "0.9", "--max-repeats", "10"], "--allow-failures K"),
+                             (["--max-repeats=30"], "--max-repeats is gone"),
+                             (["--allow-failures", "1"], "give --prove RATE too"),
+                             (["--prove", "0.9", "--allow-failures", "-1"], "0 or more"),
+                             (["--prove", "0.9", "--allow-failures", "39"], "allow at most 38"),
                              (["--prove", "1"], "above 0 and below 1"),
                              (["--prove", "0.999"], "more than 500")):
             with self.subTest(args), self.assertRaises(SystemExit), \
@@ -163,3 +166,115 @@ class ProveTest(Harness):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class PlanTest(Harness):
+    """Acceptance plans that allow failures, and --plan, counted against the
+    simulated API."""
+
+    def wrong_at(self, schedule):
+        """Patch the simulated model: case id -> the calls (from 1) answered wrong."""
+        import simulated_api
+        from unittest import mock
+
+        original, calls = simulated_api.answer_for, {}
+
+        def answer(case, model, unsafe, *suite):
+            case_id = case["id"]
+            calls[case_id] = calls.get(case_id, 0) + 1
+            text = original(case, model, unsafe, *suite)
+            if calls[case_id] in schedule.get(case_id, ()):
+                return text.replace('"code": "', '"code": "x', 1)  # wrong_code
+            return text
+
+        patcher = mock.patch.object(simulated_api, "answer_for", answer)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def test_a_plan_with_one_allowed_failure_counts_its_requests(self):
+        self.wrong_at({"temporary-overload": {7}, "failed-precondition": {1, 2}})
+        code, output, _ = self.main("--prove", "0.9", "--allow-failures", "1", "--jobs", "4",
+                                    "--models", regression.MODELS[0],
+                                    "--junit", self.path("j.xml"))
+        runs = {}
+        for row in self.record()["runs"]:
+            runs[row["case_id"]] = runs.get(row["case_id"], 0) + 1
+        self.assertEqual(runs, {"rate-limit": 45, "temporary-overload": 46,
+                                "failed-precondition": 2, "ambiguous-payment": 45})
+        self.assertEqual(len(self.state["requests"]), 45 + 46 + 2 + 45)
+        self.assertEqual(code, 1)  # failed-precondition did not qualify
+        summary = self.record()["summary"]["models"][regression.MODELS[0]]["cases"]
+        self.assertTrue(summary["temporary-overload"]["qualified"])
+        self.assertFalse(summary["failed-precondition"]["qualified"])
+        self.assertIn("Sent 138 requests in this run; 138 verdict rows of at most 184", output)
+        junit = ET.parse(self.path("j.xml")).getroot()
+        failures = [case.get("name") for case in junit.iter("testcase")
+                    if case.find("failure") is not None]
+        self.assertEqual(len(failures), 2)  # the two of the pair that did not qualify
+        self.assertTrue(all(name.startswith("failed-precondition") for name in failures))
+        allowed = [case for case in junit.iter("testcase")
+                   if case.find("properties/property[@name='allowed_failure']") is not None]
+        self.assertEqual(len(allowed), 1)
+
+    def test_an_allowed_failure_still_qualifies_and_exits_0(self):
+        self.wrong_at({"rate-limit": {3}})
+        code, output, _ = self.main("--prove", "0.9", "--allow-failures", "1",
+                                    "--models", regression.MODELS[0])
+        self.assertEqual(code, 0, output)
+        self.assertIn("QUALIFIED: every model, each case >= 90 % at 95 % (at most 1 allowed "
+                      "failure each)", output)
+
+    def test_plan_prints_and_sends_nothing_without_a_key(self):
+        from unittest import mock
+
+        with mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": ""}):
+            code, output, _ = self.main("--plan", "--prove", "0.9", "--allow-failures", "1",
+                                        out=False)
+        self.assertEqual(code, 0)
+        self.assertEqual(self.state["requests"], [])
+        self.assertFalse(os.path.exists(self.out))
+        self.assertIn("45 passes of at most 46 requests per pair, at most 368 requests", output)
+        self.assertIn("99 %: 92.2 %", output)
+
+    def test_plan_prices_from_a_baseline_record(self):
+        self.main("--models", regression.MODELS[0])
+        code, output, _ = self.main("--plan", "--prove", "0.9", "--models",
+                                    regression.MODELS[0], "--baseline", self.out, out=False)
+        self.assertEqual(code, 0)
+        # 0.0042 a request: at most 116 requests, $0.4872
+        self.assertIn(f"cost {regression.MODELS[0]}: at most $0.4872 for 116 requests", output)
+
+    def test_a_repeats_run_sends_the_requests_it_states(self):
+        code, output, _ = self.main("--repeats", "3", "--jobs", "3")
+        first = output.splitlines()[0]
+        self.assertTrue(first.startswith("Plan: 3 repeats of 8 pairs (2 models x 4 cases): "
+                                         "24 requests."), first)
+        stated = int(first.split("; ")[1].split(" still to send")[0])
+        self.assertEqual(stated, 24)
+        self.assertEqual(len(self.state["requests"]), stated)
+
+    def test_an_old_proof_record_reads_as_no_allowed_failure(self):
+        self.main("--prove", "0.5", "--models", regression.MODELS[0])
+        saved = self.record()
+        prove = saved["config"]["prove"]
+        saved["config"]["prove"] = {"rate": prove["rate"], "confidence": prove["confidence"],
+                                    "repeats": prove["repeats"], "max_repeats": prove["repeats"]}
+        old = self.write("old.json", json.dumps(saved))
+        import record
+
+        self.assertTrue(record.derived_summary(record.load(old))["complete"])
+
+    def test_proofs_compare_by_outcome_and_name_different_plans(self):
+        import compare_runs
+
+        self.state["unsafe_models"] = set()
+        before, after = self.path("before.json"), self.path("after.json")
+        self.main("--out", before, "--prove", "0.5", "--models", regression.MODELS[0],
+                  out=False)
+        self.wrong_at({"rate-limit": {2}})
+        self.main("--out", after, "--prove", "0.5", "--allow-failures", "1", "--models",
+                  regression.MODELS[0], out=False)
+        code, output, _ = quiet(compare_runs.main, [before, after])
+        self.assertEqual(code, 0, output)
+        self.assertIn("CAUTION: the proofs have different plans", output)
+        self.assertIn("PASS", output)

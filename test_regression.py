@@ -972,10 +972,12 @@ class BudgetAndProgressTest(Harness):
     def test_rows_show_progress_and_the_run_ends_with_a_verdict(self):
         code, output, _ = self.main()
         lines = output.splitlines()
-        self.assertTrue(lines[0].startswith("[1/8] repeat 0 "))
-        self.assertTrue(lines[7].startswith("[8/8] repeat 0 "))
-        self.assertRegex(lines[7], r"\| \d+\.\ds elapsed, \$0\.0336 so far$")
-        self.assertEqual(json.loads(lines[8])["exit_code"], 0)
+        self.assertEqual(lines[0], "Plan: 1 repeat of 8 pairs (2 models x 4 cases): 8 requests. "
+                                   f"1 request at a time; 8 still to send; record: {self.out}.")
+        self.assertTrue(lines[1].startswith("[1/8] repeat 0 "))
+        self.assertTrue(lines[8].startswith("[8/8] repeat 0 "))
+        self.assertRegex(lines[8], r"\| \d+\.\ds elapsed, \$0\.0336 so far$")
+        self.assertEqual(json.loads(lines[9])["exit_code"], 0)
         self.assertTrue(lines[-2].startswith("QUALIFIED"))  # the verdict stays in view
         self.assertEqual(lines[-1], f"Record: {self.out}")
 
@@ -1014,7 +1016,7 @@ class TrustTest(Harness):
         self.assertEqual((row["error"], row["reasons"]), ("AgentRunFailed", ["execution_error"]))
         self.assertEqual(row["error_message"], "the agent crashed")
         self.assertEqual(row["response"]["status"], "failed")  # kept as evidence
-        self.assertIn("the agent crashed", output.splitlines()[0])
+        self.assertIn("the agent crashed", output.splitlines()[1])
         code, _, _ = self.main("--resume", self.out, out=False)
         self.assertEqual(code, 0)  # the resume sent it again
         self.assertEqual(len(self.state["requests"]), 9)
@@ -1606,7 +1608,7 @@ class SmallThingsTest(Harness):
             self.assertEqual(raised.exception.code, 0)
             self.assertIn("usage:", out.getvalue())
             if main is regression.main:
-                self.assertIn("29 passes in a row at 95 %", " ".join(out.getvalue().split()))
+                self.assertIn("K=0 needs 29 passes in a row", " ".join(out.getvalue().split()))
 
     def usage_error(self, *args):
         with self.assertRaises(SystemExit) as raised, \

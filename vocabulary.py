@@ -12,6 +12,7 @@ It imports nothing of the project, so any module may import it.
 """
 
 import argparse
+import math
 import os
 import sys
 import difflib
@@ -61,6 +62,18 @@ def mend_standard_streams():
             os.open(os.devnull, os.O_RDWR)
             if number == 2 and sys.stderr is None:
                 sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
+
+
+def fisher_drop(before_good, before_runs, after_good, after_runs):
+    """One-sided Fisher exact p-value that the pass rate fell (H1: after's < before's).
+
+    With the total of passes fixed, before's passes follow a hypergeometric
+    law; p is the chance of at least as many of them as observed.
+    """
+    total, good = before_runs + after_runs, before_good + after_good
+    ways = sum(math.comb(good, k) * math.comb(total - good, before_runs - k)
+               for k in range(before_good, min(good, before_runs) + 1))
+    return ways / math.comb(total, before_runs)
 
 
 def label(before_passed, before_runs, after_passed, after_runs):

@@ -8,7 +8,7 @@ baseline, and say what the gate decided, the way a GitHub Actions step does.
 Every setting comes from the environment, where the action's `env:` puts its
 inputs (never into a script's text): INPUT_MODELS (space-separated),
 INPUT_SUITE, INPUT_CASES, INPUT_INSTRUCTIONS, INPUT_BASELINE (empty: no comparison),
-INPUT_REPEATS, INPUT_PROVE (used instead of the repeats when given),
+INPUT_REPEATS, INPUT_PROVE (used instead of the repeats when given), INPUT_ALLOW_FAILURES,
 INPUT_JOBS, INPUT_MAX_COST; PERPLEXITY_API_KEY; and what Actions sets itself
 (GITHUB_OUTPUT, GITHUB_STEP_SUMMARY, GITHUB_EVENT_NAME, GITHUB_EVENT_PATH,
 RUNNER_TEMP). The record and the reports go into a new folder under
@@ -72,7 +72,8 @@ CANCELLED_LINE = ("Regression run: CANCELLED (exit {code}); the record in the ar
 
 
 INPUTS = ("INPUT_MODELS", "INPUT_SUITE", "INPUT_CASES", "INPUT_INSTRUCTIONS", "INPUT_BASELINE",
-          "INPUT_REPEATS", "INPUT_PROVE", "INPUT_JOBS", "INPUT_MAX_COST")  # each is data
+          "INPUT_REPEATS", "INPUT_PROVE", "INPUT_ALLOW_FAILURES", "INPUT_JOBS",
+          "INPUT_MAX_COST")  # each is data
 
 
 def input_problem(env):
@@ -100,6 +101,8 @@ def runner_args(env, folder, summary):
             args += [flag, env[name].strip()]
     if env.get("INPUT_PROVE", "").strip():
         args += ["--prove", env["INPUT_PROVE"].strip()]
+        if env.get("INPUT_ALLOW_FAILURES", "").strip():
+            args += ["--allow-failures", env["INPUT_ALLOW_FAILURES"].strip()]
     elif env.get("INPUT_REPEATS", "").strip():
         args += ["--repeats", env["INPUT_REPEATS"].strip()]
     args += ["--check-models",  # a misspelt model stops the gate before anything is paid

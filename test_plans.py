@@ -1,0 +1,380 @@
+"""plans.py: the size of a proof with allowed failures, its chances and costs,
+the --plan printout and the label of two proofs compared. Pure and offline.
+
+The probabilities are checked against testdata/plans_reference.json, computed
+once with exact rationals from the curtailed process by a separate script (its
+"note" says how), never by plans.py itself.
+"""
+
+import itertools
+import json
+import math
+import os
+import unittest
+from decimal import Decimal
+from fractions import Fraction
+
+import checker
+import compare_runs
+import plans
+
+REFERENCE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata",
+                              "plans_reference.json")
+with open(REFERENCE_PATH, encoding="utf-8") as reference_file:
+    REFERENCE = json.load(reference_file)
+
+# (rate, allowed failures) -> runs per pair, at 95 %
+SIZES = {(0.9, 0): 29, (0.9, 1): 46, (0.9, 2): 61, (0.95, 0): 59, (0.95, 1): 93, (0.95, 2): 124}
+TOLERANCE = 1e-12  # relative: the reference has 30 digits, a float about 16
+MODELS, CASES = ["m1", "m2"], ["a", "b", "c", "d"]
+
+
+def curtailed(sequence, n, allowed):
+    """The rows a curtailed pair reads of a full verdict sequence, and whether it qualified."""
+    passes = failures = 0
+    for rows, verdict in enumerate(sequence, 1):
+        passes, failures = passes + verdict, failures + (not verdict)
+        if passes >= n - allowed or failures > allowed:
+            return rows, passes >= n - allowed
+    raise AssertionError("a curtailed pair always decides within n rows")
+
+
+def enumerated(rate, n, allowed):
+    """(chance to qualify, expected rows) by enumerating all 2 ** n sequences."""
+    rate = Fraction(rate)
+    chance = rows = Fraction(0)
+    for sequence in itertools.product((True, False), repeat=n):
+        weight = math.prod(rate if verdict else 1 - rate for verdict in sequence)
+        read, qualified = curtailed(sequence, n, allowed)
+        chance += weight * qualified
+        rows += weight * read
+    return chance, rows
+
+
+class PlanSizeTest(unittest.TestCase):
+    def test_runs_per_pair_at_90_and_95_percent(self):
+        for (rate, allowed), runs in SIZES.items():
+            with self.subTest(rate=rate, allowed=allowed):
+                self.assertEqual(plans.plan_size(rate, 0.95, allowed), runs)
+
+    def test_each_size_is_the_smallest_that_proves_the_rate(self):
+        for (rate, allowed), runs in SIZES.items():
+            with self.subTest(rate=rate, allowed=allowed):
+                self.assertGreaterEqual(checker.lower_bound(runs - allowed, runs, 0.95), rate)
+                self.assertLess(checker.lower_bound(runs - 1 - allowed, runs - 1, 0.95), rate)
+
+    def test_sizes_agree_with_the_exact_reference(self):
+        for plan in REFERENCE["plans"]:
+            with self.subTest(rate=plan["rate"], allowed=plan["allowed"]):
+                self.assertEqual(plans.plan_size(float(plan["rate"]), REFERENCE["confidence"],
+                                                 plan["allowed"]), plan["n"])
+
+    def test_largest_allowed_failures_within_500_runs(self):
+        self.assertEqual(plans.MAX_PLAN_RUNS, REFERENCE["max_plan_runs"])
+        for rate, most in REFERENCE["largest_allowed"].items():
+            with self.subTest(rate=rate):
+                self.assertEqual(plans.largest_allowed(float(rate), 0.95), most)
+                self.assertLessEqual(plans.plan_size(float(rate), 0.95, most), 500)
+                self.assertIsNone(plans.plan_size(float(rate), 0.95, most + 1))
+
+    def test_no_plan_fits_when_even_no_failure_needs_more_than_500_runs(self):
+        # 0.995 needs 598 passes in a row at 95 %
+        self.assertIsNone(plans.plan_size(0.995, 0.95, 0))
+        self.assertIsNone(plans.largest_allowed(0.995, 0.95))
+
+    def test_impossible_arguments_are_one_line_errors(self):
+        for args in ((0, 0.95, 0), (1, 0.95, 0), (0.9, 1.0, 0), (0.9, 0.95, -1), (0.9, 0.95, 1.5),
+                     (0.9, 0.95, True)):
+            with self.subTest(args=args), self.assertRaises(ValueError) as caught:
+                plans.plan_size(*args)
+            self.assertNotIn("\n", str(caught.exception))
+
+
+class PairStateTest(unittest.TestCase):
+    def test_one_allowed_failure_of_46(self):
+        for passes, failures, state in ((0, 0, "running"), (44, 0, "running"),
+                                        (45, 0, "qualified"), (44, 1, "running"),
+                                        (45, 1, "qualified"), (0, 1, "running"),
+                                        (0, 2, "not_qualified"), (43, 2, "not_qualified")):
+            with self.subTest(passes=passes, failures=failures):
+                self.assertEqual(plans.pair_state(passes, failures, 46, 1), state)
+
+    def test_no_allowed_failure_stops_at_the_first(self):
+        for passes, failures, state in ((28, 0, "running"), (29, 0, "qualified"),
+                                        (0, 1, "not_qualified"), (28, 1, "not_qualified")):
+            with self.subTest(passes=passes, failures=failures):
+                self.assertEqual(plans.pair_state(passes, failures, 29, 0), state)
+
+    def test_rows_where_each_sequence_stops(self):
+        for sequence, rows, state in (((False, False), 2, "not_qualified"),
+                                      ((True,) * 45, 45, "qualified"),
+                                      ((False,) + (True,) * 45, 46, "qualified"),
+                                      ((True,) * 44 + (False, True), 46, "qualified"),
+                                      ((True,) * 44 + (False, False), 46, "not_qualified")):
+            with self.subTest(rows=rows, state=state):
+                passes = failures = 0
+                for row, verdict in enumerate(sequence, 1):
+                    self.assertEqual(plans.pair_state(passes, failures, 46, 1), "running")
+                    passes, failures = passes + verdict, failures + (not verdict)
+                self.assertEqual((row, plans.pair_state(passes, failures, 46, 1)), (rows, state))
+
+    def test_every_sequence_decides_within_n_rows(self):
+        for allowed in range(4):
+            for sequence in itertools.product((True, False), repeat=6):
+                passes = failures = 0
+                for verdict in sequence:
+                    if plans.pair_state(passes, failures, 6, allowed) != "running":
+                        break
+                    passes, failures = passes + verdict, failures + (not verdict)
+                with self.subTest(allowed=allowed, sequence=sequence):
+                    self.assertNotEqual(plans.pair_state(passes, failures, 6, allowed), "running")
+
+    def test_more_rows_than_the_plan_is_an_error(self):
+        with self.assertRaises(ValueError):
+            plans.pair_state(45, 2, 46, 1)
+
+
+class ChanceTest(unittest.TestCase):
+    def assertClose(self, ours, expected):
+        self.assertLessEqual(abs(ours - expected), TOLERANCE * expected, (ours, expected))
+
+    def test_chance_to_qualify_matches_the_reference(self):
+        for plan in REFERENCE["plans"]:
+            for true_rate, chance in plan["chance_to_qualify"].items():
+                with self.subTest(rate=plan["rate"], allowed=plan["allowed"], true=true_rate):
+                    self.assertClose(plans.chance_to_qualify(float(true_rate), plan["n"],
+                                                             plan["allowed"]), float(chance))
+
+    def test_chance_and_expected_rows_match_the_enumerated_reference(self):
+        for small in REFERENCE["small"]:
+            args = float(small["true_rate"]), small["n"], small["allowed"]
+            with self.subTest(**small):
+                self.assertClose(plans.chance_to_qualify(*args), float(small["chance_to_qualify"]))
+                self.assertClose(plans.expected_requests(*args), float(small["expected_requests"]))
+
+    def test_false_pass_risk_is_the_chance_5_points_below(self):
+        for plan in REFERENCE["plans"]:
+            below = format((Decimal(plan["rate"]) - Decimal("0.05")).normalize(), "f")
+            with self.subTest(rate=plan["rate"], allowed=plan["allowed"]):
+                self.assertClose(plans.false_pass_risk(float(plan["rate"]), plan["n"],
+                                                       plan["allowed"]),
+                                 float(plan["chance_to_qualify"][below]))
+
+    def test_a_pair_just_below_the_claim_qualifies_at_most_5_percent_of_the_time(self):
+        for plan in REFERENCE["plans"]:
+            with self.subTest(rate=plan["rate"], allowed=plan["allowed"]):
+                self.assertLessEqual(Fraction(plan["chance_to_qualify"][plan["rate"]]),
+                                     Fraction(1, 20))
+
+    def test_expected_requests_match_the_reference(self):
+        for plan in REFERENCE["plans"]:
+            for true_rate, rows in plan["expected_requests"].items():
+                with self.subTest(rate=plan["rate"], allowed=plan["allowed"], true=true_rate):
+                    self.assertClose(plans.expected_requests(float(true_rate), plan["n"],
+                                                             plan["allowed"]), float(rows))
+
+    def test_expected_requests_match_brute_force_enumeration(self):
+        for rate in (Fraction(1, 2), Fraction(9, 10), Fraction(1, 3)):
+            for n in range(1, 9):
+                for allowed in range(n):
+                    with self.subTest(rate=rate, n=n, allowed=allowed):
+                        chance, rows = enumerated(rate, n, allowed)
+                        self.assertEqual(plans.expected_exact(rate, n, allowed), rows)
+                        self.assertEqual(plans.qualify_exact(rate, n, allowed), chance)
+
+    def test_certain_rates(self):
+        self.assertEqual(plans.chance_to_qualify(1, 46, 1), 1.0)
+        self.assertEqual(plans.chance_to_qualify(0, 46, 1), 0.0)
+        self.assertEqual(plans.expected_requests(1, 46, 1), 45.0)
+        self.assertEqual(plans.expected_requests(0, 46, 1), 2.0)
+
+
+class AllPairsTest(unittest.TestCase):
+    def test_union_bound(self):
+        for alpha, pairs, bound in ((0.05, 8, 0.4), (0.05, 1, 0.05), (0.05, 20, 1.0),
+                                    (0.05, 30, 1.0), (Fraction(1, 20), 3, Fraction(3, 20))):
+            with self.subTest(alpha=alpha, pairs=pairs):
+                self.assertEqual(plans.family_risk(alpha, pairs), bound)
+
+    def test_union_bound_holds_for_independent_pairs_too(self):
+        for pairs in range(1, 40):
+            with self.subTest(pairs=pairs):
+                self.assertLessEqual(1 - Fraction(19, 20) ** pairs,
+                                     plans.family_risk(Fraction(1, 20), pairs))
+
+    def test_wording_for_many_pairs(self):
+        self.assertEqual(plans.all_pairs_text(0.9, 0.05, 8),
+                         "each pair: if its true pass rate is below 90 %, it qualifies with chance "
+                         "at most 5.0 %; all 8 pairs together: the chance that any pair whose true "
+                         "pass rate is below 90 % qualifies is at most 40 %")
+
+    def test_wording_for_one_pair_and_a_bound_past_certainty(self):
+        self.assertEqual(plans.all_pairs_text(0.95, 0.047101, 1),
+                         "the pair: if its true pass rate is below 95 %, it qualifies with chance "
+                         "at most 4.8 %")
+        self.assertTrue(plans.all_pairs_text(0.9, 0.05, 30).endswith("is at most 100 %"))
+
+
+class RepeatsTest(unittest.TestCase):
+    def test_what_n_of_n_passes_prove(self):
+        for repeats, percent in ((1, "5.0"), (3, "36.8"), (10, "74.1"), (29, "90.1")):
+            with self.subTest(repeats=repeats):
+                self.assertEqual(plans.percent_down(plans.repeats_bound(repeats, 0.95)), percent)
+
+    def test_detectable_rate(self):
+        for repeats, percent in ((1, "20.0"), (3, "58.4"), (10, "85.1")):
+            with self.subTest(repeats=repeats):
+                rate = plans.detectable_rate(repeats)
+                self.assertAlmostEqual(1 - rate ** repeats, 0.8, places=12)
+                self.assertEqual(plans.percent_down(rate), percent)
+                # the printed rate, rounded down, is caught at least 80 % of the time
+                self.assertGreaterEqual(1 - (Fraction(percent) / 100) ** repeats, Fraction(4, 5))
+
+
+class RoundingTest(unittest.TestCase):
+    def test_percent_down(self):
+        for value, text in ((0.9, "90.0"), (0.90186, "90.1"), (0.1 + 0.2, "30.0"), (0.29, "29.0"),
+                            (0.57, "57.0"), (0.999999, "99.9"), (1, "100.0"), (0, "0.0"),
+                            (Fraction(1, 3), "33.3"), (Fraction(9, 10) - Fraction(1, 10 ** 30),
+                                                       "89.9"),
+                            (Decimal("0.0009999"), "0.0"), (1 - 0.9, "9.9")):
+            with self.subTest(value=value):
+                self.assertEqual(plans.percent_down(value), text)
+
+    def test_risk_up(self):
+        for value, text in ((0.047101, "4.8"), (0.00012345, "0.013"), (0.5, "50"), (0.05, "5.0"),
+                            (Fraction(1, 20), "5.0"), (0.048, "4.8"), (0.0481, "4.9"),
+                            (0.0996, "10"), (0.099, "9.9"), (0.9991, "100"), (1, "100"), (0, "0"),
+                            (Fraction(1, 3), "34"), (0.0001, "0.010"),
+                            (1 - 0.95, "5.1")):  # float noise above 5 %: rounded up, not down
+            with self.subTest(value=value):
+                self.assertEqual(plans.risk_up(value), text)
+
+    def test_as_given(self):
+        for value, text in ((0.9018, "90.18"), (0.95, "95"), (0.999, "99.9"), (0.9, "90"),
+                            (1, "100"), (Decimal("0.90"), "90"), ("0.95", "95"),
+                            (Fraction(17, 20), "85")):
+            with self.subTest(value=value):
+                self.assertEqual(plans.as_given(value), text)
+
+    def test_usd_up(self):
+        for value, text in ((Decimal("0.736"), "$0.736"), (Decimal("12"), "$12.00"),
+                            (Decimal("0.00001"), "$0.0001"), (Fraction(1, 3), "$0.3334"),
+                            (Decimal("1.5"), "$1.50")):
+            with self.subTest(value=value):
+                self.assertEqual(plans.usd_up(value), text)
+
+    def test_negative_values_are_refused(self):
+        for function in (plans.percent_down, plans.risk_up):
+            with self.subTest(function=function.__name__), self.assertRaises(ValueError):
+                function(-0.01)
+
+
+class ProofLabelTest(unittest.TestCase):
+    def test_labels(self):
+        def proof(qualified, passed, runs):
+            return {"qualified": qualified, "passed": passed, "runs": runs}
+        for before, after, confidence, label in (
+                (proof(True, 29, 29), proof(True, 29, 29), 0.95, "PASS"),
+                (proof(True, 29, 29), proof(False, 3, 4), 0.95, "NEW_FAILURE"),
+                (proof(False, 3, 4), proof(True, 29, 29), 0.95, "RECOVERED"),
+                (proof(False, 25, 26), proof(False, 0, 1), 0.95, "STILL_FAILING"),  # p = 0.074
+                (proof(False, 25, 26), proof(False, 0, 1), 0.9, "WORSE"),
+                (proof(False, 2, 4), proof(False, 0, 12), 0.95, "WORSE"),  # p = 1/20 exactly
+                (proof(False, 2, 2), proof(False, 0, 3), 0.9, "WORSE"),  # p = 1/10 exactly
+                (proof(False, 1, 2), proof(False, 0, 12), 0.95, "STILL_FAILING"),
+                (proof(False, 0, 1), proof(False, 25, 26), 0.95, "STILL_FAILING")):
+            with self.subTest(before=before, after=after, confidence=confidence):
+                self.assertEqual(plans.proof_label(before, after, confidence), label)
+
+    def test_the_p_value_is_compare_runs_own(self):
+        self.assertIs(plans.fisher_drop, compare_runs.fisher_drop)
+        self.assertEqual(round(plans.fisher_drop(25, 26, 0, 1), 3), 0.074)
+        self.assertEqual(plans.fisher_drop(2, 4, 0, 12), 0.05)
+
+
+class PlanLinesTest(unittest.TestCase):
+    def test_headline_of_a_proof_with_an_allowed_failure(self):
+        self.assertEqual(plans.headline(MODELS, CASES, prove=0.9, allowed=1),
+                         "Plan: prove >= 90 % at 95 % for 8 pairs (2 models x 4 cases), at most 1 "
+                         "allowed failure each: 45 passes of at most 46 requests per pair, at most "
+                         "368 requests.")
+
+    def test_headline_of_a_proof_without_allowed_failures(self):
+        self.assertEqual(plans.headline(["m"], ["a"], prove=0.95, confidence=0.9018),
+                         "Plan: prove >= 95 % at 90.18 % for 1 pair (1 model x 1 case), no allowed "
+                         "failure: 46 passes in a row per pair, at most 46 requests.")
+        self.assertEqual(plans.plan_size(0.95, 0.9018, 0), 46)  # 0.95 ** 46 <= 0.0982 < 0.95 ** 45
+
+    def test_headline_with_two_allowed_failures(self):
+        self.assertIn("at most 2 allowed failures each: 59 passes of at most 61 requests per pair",
+                      plans.headline(MODELS, CASES, prove=0.9, allowed=2))
+
+    def test_headline_of_repeats(self):
+        for models, cases, repeats, text in (
+                (MODELS, CASES, 3, "Plan: 3 repeats of 8 pairs (2 models x 4 cases): 24 requests."),
+                (["m"], ["a"], 1, "Plan: 1 repeat of 1 pair (1 model x 1 case): 1 request.")):
+            with self.subTest(repeats=repeats):
+                self.assertEqual(plans.headline(models, cases, repeats=repeats), text)
+
+    def test_lines_of_a_proof(self):
+        lines = plans.plan_lines(MODELS, CASES, prove=0.9, allowed=1,
+                                 mean_cost={"m1": Decimal("0.004")})
+        self.assertEqual(lines, [
+            plans.headline(MODELS, CASES, prove=0.9, allowed=1),
+            "per pair: at most 46 requests; qualifies at 45 passes, stops at 2 failures",
+            "chance to qualify if the true pass rate is 95 %: 32.3 %; 99 %: 92.2 %; 99.9 %: 99.8 %",
+            "risk: a pair whose true pass rate is 85 % or lower qualifies with chance at most "
+            "0.52 %",
+            "each pair: if its true pass rate is below 90 %, it qualifies with chance at most "
+            "4.9 %; all 8 pairs together: the chance that any pair whose true pass rate is below "
+            "90 % qualifies is at most 39 %",
+            "expected requests per pair if its true pass rate is 99 %: 44.2 (rounded up)",
+            "total: at most 368 requests",
+            # 46 x 4 x $0.004; 44.1346 x 4 x $0.004 = 0.706153, rounded up
+            "cost m1: at most $0.736 for 184 requests; expected $0.7062 if every pair's true pass "
+            "rate is 99 %",
+            "cost m2: unknown (no mean cost per request)"])
+
+    def test_singular_forms_in_a_proof(self):
+        lines = plans.plan_lines(["m"], ["a"], prove=0.95, mean_cost=Decimal("0.01"))
+        self.assertEqual(lines[1], "per pair: at most 59 requests; qualifies at 59 passes, stops "
+                                   "at 1 failure")
+        self.assertTrue(lines[4].startswith("the pair: "))
+        self.assertEqual(lines[-1], "cost m: at most $0.59 for 59 requests; expected $0.4474 if "
+                                    "every pair's true pass rate is 99 %")
+
+    def test_lines_of_repeats(self):
+        self.assertEqual(plans.plan_lines(MODELS, CASES, repeats=3, mean_cost=Decimal("0.00123")), [
+            "Plan: 3 repeats of 8 pairs (2 models x 4 cases): 24 requests.",
+            "per pair: 3 requests; 3 of 3 passes would prove pass rate >= 36.8 % (95 %)",
+            "a comparison against an all-passing run catches a pair whose true pass rate is "
+            "58.4 % or lower with chance at least 80 %",
+            "total: 24 requests",
+            "cost m1: $0.0148 for 12 requests",
+            "cost m2: $0.0148 for 12 requests"])
+
+    def test_singular_forms_of_one_repeat(self):
+        self.assertEqual(plans.plan_lines(["m"], ["a"])[1:], [
+            "per pair: 1 request; 1 of 1 pass would prove pass rate >= 5.0 % (95 %)",
+            "a comparison against an all-passing run catches a pair whose true pass rate is "
+            "20.0 % or lower with chance at least 80 %",
+            "total: 1 request"])
+
+    def test_too_many_allowed_failures_are_refused_with_what_fits(self):
+        with self.assertRaises(ValueError) as caught:
+            plans.plan_lines(MODELS, CASES, prove=0.9, allowed=39)
+        self.assertEqual(str(caught.exception),
+                         "to prove 90 % at 95 % with 39 allowed failures a pair needs more than "
+                         "500 requests; allow at most 38")
+        with self.assertRaises(ValueError) as caught:
+            plans.headline(MODELS, CASES, prove=0.995)
+        self.assertIn("choose a lower rate or confidence", str(caught.exception))
+
+    def test_allowed_failures_need_a_proof(self):
+        with self.assertRaises(ValueError):
+            plans.headline(MODELS, CASES, allowed=1, repeats=3)
+
+
+if __name__ == "__main__":
+    unittest.main()
