@@ -48,7 +48,6 @@ import contextlib
 import dataclasses
 import difflib
 import functools
-import importlib.metadata
 import json
 import os
 import shlex
@@ -61,23 +60,6 @@ import tomllib
 import traceback
 from datetime import datetime, timezone
 from decimal import Decimal, InvalidOperation
-
-try:
-    import httpx
-    from perplexity import APIError, Perplexity, Stream
-except ModuleNotFoundError as missing:
-    # A command that works whatever python3 is: a system Python may refuse pip
-    # (externally managed), a virtual environment never does.
-    home = os.path.relpath(os.path.dirname(os.path.abspath(__file__)))
-    venv = os.path.join(home, ".venv")
-    print(f"regression.py: error: the package {missing.name} is not installed for "
-          f"{sys.executable}; set up the pinned packages once with: "
-          f"python3 -m venv {shlex.quote(venv)} && "
-          f"{shlex.quote(os.path.join(venv, 'bin', 'pip'))} install -r "
-          f"{shlex.quote(os.path.join(home, 'requirements.txt'))}, then run "
-          f"{shlex.quote(os.path.join(venv, 'bin', 'python'))} "
-          f"{shlex.quote(os.path.join(home, 'regression.py'))}", file=sys.stderr)
-    raise SystemExit(2) from None
 
 import batching
 import checker
@@ -141,6 +123,46 @@ NO_VERDICT_STATUSES = {  # agent run statuses that leave nothing to judge: (erro
     "requires_action": ("AgentRunNeedsAction", "the agent run stopped for an action this "
                         "runner never takes"),
 }
+
+SDK_NAMES = ("Perplexity", "APIError", "Stream", "httpx")  # loaded on first use
+
+
+def load_sdk():
+    """Import the SDK (about a second) the first time a request needs it, so
+    --help, usage errors, --plan and --regrade never pay for it. Sets the
+    module's SDK names; one a test has replaced already (regression.Perplexity)
+    is kept. A missing package is one line and exit 2."""
+    if all(name in globals() for name in SDK_NAMES):
+        return
+    try:
+        import httpx as http
+        import perplexity
+    except ModuleNotFoundError as missing:
+        # A command that works whatever python3 is: a system Python may refuse pip
+        # (externally managed), a virtual environment never does.
+        home = os.path.relpath(os.path.dirname(os.path.abspath(__file__)))
+        venv = os.path.join(home, ".venv")
+        print(f"regression.py: error: the package {missing.name} is not installed for "
+              f"{sys.executable}; set up the pinned packages once with: "
+              f"python3 -m venv {shlex.quote(venv)} && "
+              f"{shlex.quote(os.path.join(venv, 'bin', 'pip'))} install -r "
+              f"{shlex.quote(os.path.join(home, 'requirements.txt'))}, then run "
+              f"{shlex.quote(os.path.join(venv, 'bin', 'python'))} "
+              f"{shlex.quote(os.path.join(home, 'regression.py'))}", file=sys.stderr)
+        raise SystemExit(2) from None
+    for name, value in (("httpx", http), ("APIError", perplexity.APIError),
+                        ("Perplexity", perplexity.Perplexity), ("Stream", perplexity.Stream)):
+        globals().setdefault(name, value)
+
+
+def __getattr__(name):
+    """regression.Perplexity (and the SDK's other names) for importers and tests,
+    loaded on first use."""
+    if name in SDK_NAMES:
+        load_sdk()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # --------------------------------------------------------------------------
 # Part 2: pure functions: the chat request, describe rows, judge saved rows.
@@ -359,6 +381,7 @@ def run_one(client, case, model, instructions=INSTRUCTIONS, background=False, re
         "passed": False,
     }
     started = time.monotonic()
+    load_sdk()
     try:
         if model.startswith(CHAT_PREFIX):
             response = client.chat.completions.create(**chat_request(case, model, instructions,
@@ -410,6 +433,7 @@ def finished(client, result, on_receipt=None):
     """The finished response of a create call: a background stream read to its
     answer (its id goes to on_receipt first), or the response itself, waited
     for by its id while it is still queued or in progress."""
+    load_sdk()
     if isinstance(result, Stream):
         with result:  # closed however it ends: an open stream holds its connection
             if "json" not in result.response.headers.get("content-type", ""):
@@ -606,6 +630,7 @@ def run_batch(run, client, plan, saved, started):
     where a stop left off and never submits a part twice. Raises ValueError
     (the record saved) when the Batch API refuses a step.
     """
+    load_sdk()
     parts = run.batch["parts"]
     if not parts:  # planned once, from what is still to do, and saved before any upload
         sizes = ((index, len(batch_line(run, index))) for index, _ in run.todo())
@@ -750,6 +775,7 @@ def api_failure(exc, secrets):
 
 def listed_models(client, secrets):
     """The model names the API lists (GET /v1/models), or (None, why not)."""
+    load_sdk()
     try:
         listed = client.models.list()
     except (APIError, httpx.HTTPError) as exc:
@@ -794,6 +820,8 @@ def code_sha256():
 
 @functools.cache  # parsing the package's metadata costs milliseconds; it never changes
 def sdk_version():
+    import importlib.metadata  # 0.1 s of imports that only a record's head needs
+
     try:
         return importlib.metadata.version("perplexityai")
     except importlib.metadata.PackageNotFoundError:
@@ -1469,6 +1497,7 @@ def api_client(run):
     if run.regrade:
         yield None  # a regrade sends nothing: no client, no key
         return
+    load_sdk()
     server = None
     if run.demo is not None:
         import simulated_api  # only the demo needs the offline server
@@ -1714,6 +1743,9 @@ def run_plan(run, args, client, plan, saved):
 
 
 def start_lines(run, args):
+    if run.demo:
+        print("DEMO: a simulated API on 127.0.0.1 answers for two fictional "
+              "models; every answer below is synthetic.")
     if not run.regrade:  # what will be sent, before the first request (a live one takes ~1 min)
         limit = run.execution["max_cost"]
         prove = run.prove or {}
@@ -1725,9 +1757,6 @@ def start_lines(run, args):
                  f" {jobs} request{'s' if jobs != 1 else ''} at a time;")
         print(f"{line} {len(run.todo())} still to send; record: {run.out}"
               + (f"; --max-cost ${limit}." if limit else "."), flush=True)
-    if run.demo:
-        print("DEMO: a simulated API on 127.0.0.1 answers for two fictional "
-              "models; every answer below is synthetic.")
     if run.regrade:
         print(f"Re-checked {len(run.rows)} saved rows of {args.regrade} with this checker; "
               "nothing is sent.")

@@ -389,7 +389,7 @@ def respond(state, method, path, query, headers, raw_body):
     if method == "GET" and path.rstrip("/") == "/v1/models":  # public, as documented
         return 200, [], {"object": "list", "data": [
             {"id": name, "object": "model", "created": 0, "owned_by": name.split("/")[0]}
-            for name in state["models"]]}, time.monotonic()
+            for name in state["models"]]}, None  # a list, never held like an answer
     if method == "GET":
         prefix = next((route + "/" for route in ROUTES if path.startswith(route + "/")), None)
         if not authorization.startswith("Bearer ") or len(authorization) <= 7:

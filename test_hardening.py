@@ -564,3 +564,38 @@ class DemoTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@slow("starts fresh interpreters: the subject is what a cold start imports")
+class ColdStartTest(unittest.TestCase):
+    """--help, usage errors, --plan and compare_runs.py load neither the SDK nor httpx."""
+
+    PROBE = ("import runpy, sys\nsys.argv = sys.argv[1:]\ntry:\n"
+             "    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+             "except SystemExit:\n    pass\n"
+             "print('LOADED' if {'perplexity', 'httpx'} & set(sys.modules) else 'LIGHT',"
+             " file=sys.stderr)\n")
+
+    def loads(self, *args):
+        done = subprocess.run([sys.executable, "-c", self.PROBE, *args], cwd=HERE,
+                              env=clean_env(), capture_output=True, text=True, timeout=60)
+        return done.stderr.strip().splitlines()[-1]
+
+    def test_what_needs_no_request_never_loads_the_sdk(self):
+        for args in (["regression.py", "--help"], ["regression.py", "--repeats", "99"],
+                     ["regression.py", "--plan", "--prove", "0.9"],
+                     ["compare_runs.py", "--help"], ["compare_runs.py", "a.json", "b.json"]):
+            with self.subTest(args=args):
+                self.assertEqual(self.loads(*args), "LIGHT")
+
+    def test_a_run_loads_it(self):  # the probe can see a load: the test above can fail
+        folder = temp_dir(self)
+        self.assertEqual(self.loads("regression.py", "--demo", os.path.join(folder, "d")),
+                         "LOADED")
+
+    def test_the_published_patch_patterns_still_work(self):
+        with mock.patch.object(regression, "Perplexity") as fake:
+            self.assertIs(regression.Perplexity, fake)
+        self.assertEqual(regression.Perplexity.__module__.split(".")[0], "perplexity")
+        with mock.patch("regression.Perplexity") as fake:
+            self.assertIs(regression.Perplexity, fake)

@@ -25,7 +25,7 @@ import regression
 import sending
 import simulated_api
 from test_batch import BatchHarness
-from testing import KEY, Harness, quiet, read_json
+from testing import KEY, Harness, quiet, read_json, read_text
 
 
 class SavedRecordAttackTest(Harness):
@@ -345,7 +345,7 @@ class BatchIdTest(BatchHarness):
                 with mock.patch.object(batching, "create", return_value={"id": given}):
                     code, _, errors = self.batch()
                 self.assertEqual(code, 2, errors)
-                self.assertNotIn(KEY, open(self.out, encoding="utf-8").read())
+                self.assertNotIn(KEY, read_text(self.out))
                 self.assertIsNone(self.record()["batch"]["parts"][0]["batch_id"])
 
 

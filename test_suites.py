@@ -13,7 +13,7 @@ import record
 import regression
 import simulated_api
 import suites
-from testing import Harness, quiet, read_json, temp_dir, write_text
+from testing import Harness, quiet, read_json, read_text, temp_dir, write_text
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HTTP_SUITE = os.path.join(HERE, "examples", "suites", "http-failures.toml")
@@ -349,10 +349,10 @@ class SuiteRunTest(Harness):
         self.assertEqual(saved["suite_sha256"], suites.suite_sha256(suite))
         self.assertEqual(saved["config"]["cases"], suite["cases"])
         self.assertEqual(saved["config"]["response_format"], suites.format_of(suite))
-        junit = open(self.path("j.xml"), encoding="utf-8").read()
+        junit = read_text(self.path("j.xml"))
         self.assertIn(suite["cases"][-1]["id"], junit)
         self.assertIn("support-escalation.toml", junit)
-        page = open(self.path("p.html"), encoding="utf-8").read()
+        page = read_text(self.path("p.html"))
         self.assertIn("refund via", page)
         self.assertIn("suite <strong>support-escalation</strong>", page)
         self.assertIn("360012668071", page)
@@ -408,7 +408,7 @@ class SuiteRunTest(Harness):
     def test_an_expect_changed_within_a_suite_is_named(self):
         self.use(SUPPORT_SUITE)
         self.main("--suite", SUPPORT_SUITE, "--models", "m1")
-        text = open(SUPPORT_SUITE, encoding="utf-8").read().replace(
+        text = read_text(SUPPORT_SUITE).replace(
             'refund_via = "ios_app_store"', 'refund_via = "none"', 1)
         self.assertIn('refund_via = "none"', text)
         changed = self.write("changed.toml", text)
