@@ -3,10 +3,12 @@
     .venv/bin/python bench.py                # about 17 minutes; prints eight tables
     .venv/bin/python bench.py --kills 5      # fewer kill -9 trials, a few minutes
     .venv/bin/python bench.py --only memory  # the --batch and memory tables alone
+    .venv/bin/python bench.py --only rows    # the CPU per row alone (table 1)
 
-1. Local overhead per row: the whole runner (real SDK, checker, checkpoint
-   after every row) over httpx.MockTransport, zero latency, ~10 KB responses,
-   at 24, 240 and 2,400 rows. Flat means a long run costs no more per row.
+1. The runner's own CPU per row after its first request, as users run it: the
+   CLI with --jobs 8 and 2 models against the loopback simulated API in its own
+   process, ~10 KB responses, at 24, 300, 2,400 and 10,000 rows (the CPU of a
+   2-row run subtracted). Flat means a long run costs no more per row.
 2. Wall time of 24 requests against the loopback simulated API at a fixed
    latency, for --jobs 1, 4, 8 and 16, next to the ideal ceil(24/J) x latency.
 3. The same 24 requests at --jobs 1, in background mode (streamed, the id
@@ -34,6 +36,7 @@ import json
 import math
 import os
 import random
+import resource
 import signal
 import shutil
 import subprocess
@@ -55,18 +58,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PADDING = 10_000  # bytes of search snippet, so each saved response is ~10 KB
 
 
-def padded_state():
-    state = simulated_api.new_state(regression.CASES, unsafe_models=())
-    original = simulated_api.agent_response
-
-    def big_response(*args):
-        response = original(*args)
-        response["output"][0]["results"][0]["snippet"] = "x" * PADDING
-        return response
-
-    return state, big_response
-
-
 def run(args, client_factory):
     folder = tempfile.mkdtemp()
     try:
@@ -80,28 +71,6 @@ def run(args, client_factory):
         shutil.rmtree(folder)
     assert code == 0, f"bench run failed with exit {code}"
     return size
-
-
-def overhead_per_row(rows):
-    """Seconds of local work per row, from the first request to main's return."""
-    models = [f"bench/model-{n}" for n in range(max(1, rows // 40))]
-    repeats = rows // (4 * len(models))
-    state, big_response = padded_state()
-    transport = simulated_api.mock_transport(state)
-    first = []
-
-    def handle(request):
-        first or first.append(time.perf_counter())
-        return transport.handle_request(request)
-
-    def factory(**kwargs):
-        return Perplexity(api_key="bench-key", http_client=httpx.Client(
-            transport=httpx.MockTransport(handle)), **kwargs)
-
-    with mock.patch.object(simulated_api, "agent_response", big_response):
-        size = run(["--models", *models, "--repeats", str(repeats)], factory)
-    elapsed = time.perf_counter() - first[0]
-    return len(models) * 4 * repeats, elapsed / (len(models) * 4 * repeats), size
 
 
 def concurrent_wall_time(jobs, extra=()):
@@ -329,6 +298,58 @@ def many_cases(count):
             for case in regression.CASES]
 
 
+def child_cpu(command, env):
+    """(exit code, CPU seconds, user and system) of one command in its own process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    code = subprocess.run(command, env=env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return code, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def cpu_per_row(rows, folder, server, cases_path):
+    """The runner's own CPU per row after its first request, --jobs 8, 2 models:
+    the CPU of a run of `rows` rows less that of a 2-row run (start-up and first
+    request), over the rows between, median of 3 (the loopback API is its own process)."""
+    def cpu(count):
+        cases = os.path.join(folder, f"cases-{count}.json")
+        with open(cases_path, encoding="utf-8") as handle:
+            every = json.load(handle)
+        with open(cases, "w", encoding="utf-8") as handle:
+            json.dump(every[:count // 2], handle)
+        out = os.path.join(folder, f"run-{count}-{time.monotonic_ns()}.json")
+        code, seconds = child_cpu([sys.executable, os.path.join(HERE, "regression.py"),
+                                   "--cases", cases, "--models", "bench/a", "bench/b",
+                                   "--jobs", "8", "--out", out], cli_env(server))
+        assert code == 0, f"a bench run of {count} rows failed with exit {code}"
+        os.unlink(out)
+        return seconds
+
+    samples = sorted((cpu(rows) - cpu(2)) / (rows - 2) for _ in range(3))
+    return samples[1]
+
+
+def row_cost_table(sizes=(24, 300, 2400, 10000)):
+    """Table 1: the runner's CPU per row at each size, as users run it."""
+    folder = tempfile.mkdtemp()
+    try:
+        cases_path = os.path.join(folder, "cases.json")
+        with open(cases_path, "w", encoding="utf-8") as handle:
+            json.dump(many_cases(max(sizes) // 2), handle)
+        with simulated_process("--cases", cases_path, "--unsafe",
+                               "--snippet-bytes", str(PADDING)) as server:
+            print("The runner's own CPU per row after its first request (--jobs 8, 2 models, "
+                  f"~{PADDING // 1000} KB responses, loopback API in its own process; median "
+                  "of 3)")
+            print(f"{'rows':>6} {'ms/row':>8} {'vs 300 rows':>12}")
+            found = {rows: cpu_per_row(rows, folder, server, cases_path) for rows in sizes}
+            for rows, seconds in found.items():
+                print(f"{rows:>6} {seconds * 1000:>8.2f} "
+                      f"{seconds / found.get(300, seconds):>11.2f}x")
+    finally:
+        shutil.rmtree(folder)
+
+
 def batch_table():
     """A --batch run against a simulated API in its own process, small and 10,000
     rows, then a regrade of each record, with and without --html."""
@@ -450,22 +471,19 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=50, metavar="N",
                         help="kill -9 trials in table 4 (default: 50)")
-    parser.add_argument("--only", choices=["memory"], help="print only the --batch and "
-                        "memory tables (about a minute and a half)")
+    parser.add_argument("--only", choices=["memory", "rows"], help="print only the --batch "
+                        "and memory tables (about a minute and a half), or only the CPU per "
+                        "row (a few minutes)")
     args = parser.parse_args(argv)
+    if args.only == "rows":
+        row_cost_table()
+        return 0
     if args.only == "memory":
         batch_table()
         print()
         large_answers_table()
         return 0
-    print("Local overhead per row (zero latency, ~10 KB responses)")
-    print(f"{'rows':>6} {'ms/row':>8} {'vs 24 rows':>10} {'record MB':>10}")
-    baseline = None
-    for rows in (24, 240, 2400):
-        count, per_row, size = overhead_per_row(rows)
-        baseline = baseline or per_row
-        print(f"{count:>6} {per_row * 1000:>8.2f} {per_row / baseline:>9.2f}x "
-              f"{size / 1e6:>10.1f}")
+    row_cost_table()
     print()
     print(f"24 requests at {LATENCY} s simulated latency")
     print(f"{'jobs':>5} {'wall s':>7} {'ideal s':>8} {'of ideal speed-up':>18}")

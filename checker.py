@@ -599,6 +599,9 @@ class Tally:
         self.seen = set()
         self.unexpected = 0  # duplicate keys or keys outside the plan
         self.errors = self.failed = 0
+        # Kept as rows come, so a summary costs O(models), not O(rows) or O(cases):
+        self.decided_pairs = 0  # proving pairs finished by their plan
+        self.qualified_pairs = {model: 0 for model in models}  # of them, qualified
         self.models = {model: {"passed": 0, "total": 0, "cost": Decimal(0), "cost_known": True,
                                "cases": {case["id"]: {"passed": 0, "runs": 0} for case in cases}}
                        for model in models}
@@ -616,11 +619,14 @@ class Tally:
         self.failed += not passed
         pair = self.pairs.get(key[:2]) if fresh else None
         if pair is not None:
+            was = self.decided(pair), self.state(pair) == "qualified"
             pair["runs"] += 1
             if key[2] > pair["last"]:
                 pair["last"], pair["last_passed"] = key[2], passed
             pair["passes"] += passed
             pair["failures"] += not passed and not row.get("error")
+            self.decided_pairs += self.decided(pair) - was[0]
+            self.qualified_pairs[key[0]] += (self.state(pair) == "qualified") - was[1]
         counts = self.models.get(row.get("model"))
         if counts is None:
             return
@@ -667,8 +673,7 @@ class Tally:
             return False
         if self.prove is None:
             return counts["passed"] == counts["total"]
-        return all(self.state(self.pairs[(model, case_id)]) == "qualified"
-                   for case_id in counts["cases"])
+        return self.qualified_pairs[model] == len(counts["cases"])
 
     def case_summary(self, model, case_id, rate):
         """One (model, case): pass rate, FLAKY, the rate its passes prove (rounded
@@ -681,23 +686,24 @@ class Tally:
             entry["qualified"] = self.state(self.pairs[(model, case_id)]) == "qualified"
         return entry
 
-    def summary(self):
-        if self.prove is None:
-            complete = not self.unexpected and self.seen == self.expected
+    def summary(self, brief=False):
+        """summary()'s answer; brief: without the per-case rates and bounds
+        (O(cases)), as a run's record carries it until its last save."""
+        if self.prove is None:  # with no unexpected key, every key seen is a planned one
+            complete = not self.unexpected and len(self.seen) == len(self.expected)
         else:
-            complete = not self.unexpected and all(map(self.decided, self.pairs.values()))
-        models = {
-            model: {
+            complete = not self.unexpected and self.decided_pairs == len(self.pairs)
+        models = {}
+        for model, counts in self.models.items():
+            models[model] = {
                 "passed": counts["passed"],
                 "total": counts["total"],
                 "qualified": self.qualified(complete, model, counts),
                 "reported_cost_usd": str(counts["cost"]) if counts["cost_known"] else None,
-                # Pass rates over repeats (a flaky case still fails the gate).
-                "cases": {case_id: self.case_summary(model, case_id, rate)
-                          for case_id, rate in counts["cases"].items()},
             }
-            for model, counts in self.models.items()
-        }
+            if not brief:  # pass rates over repeats (a flaky case still fails the gate)
+                models[model]["cases"] = {case_id: self.case_summary(model, case_id, rate)
+                                          for case_id, rate in counts["cases"].items()}
         if not complete or self.errors:
             exit_code = 2
         elif not all(counts["qualified"] for counts in models.values()):

@@ -970,18 +970,25 @@ class RecordFile:
         self.order.append(index)
         self.rows += 1
 
-    def save(self, tail, final=False):
-        """Checkpoint every row added so far, atomically; final: the last save,
-        which puts a record written in finishing order in plan order."""
+    def save(self, tail, final=False, durable=True):
+        """Checkpoint every row added so far, atomically (a slot written, then
+        renamed over the path); final: the last save, which puts a record written
+        in finishing order in plan order and makes the rename durable too.
+
+        durable=False (a receipt): the page cache suffices, as a kill -9 loses
+        nothing written there; else the slot is fsynced before its rename (one
+        fsync per row), so a power cut may lose the last saves, never tear one.
+        """
         target = 1 - self.live
         slot = self.slots[target] if len(self.slots) > target else self.copy_slot(target)
         if final and self.unordered:
             self.reorder(slot, tail)
         else:
-            self.fill(slot, tail)
+            self.fill(slot, tail, durable or final)
         self.link_over(slot["path"])
         self.live = target  # from here on, never write this slot in place
-        sync_folder(self.path)
+        if final:
+            sync_folder(self.path)
         self.free()
 
     def free(self):
@@ -1055,7 +1062,7 @@ class RecordFile:
         os.fsync(slot["fd"])
         self.size = offset + len(data)
 
-    def fill(self, slot, tail):
+    def fill(self, slot, tail, durable=True):
         """Bring a slot up to date: the rows it lacks, pending rows, then the tail."""
         self.place_rows()
         fresh = b"".join(self.prefix[slot["rows"]:])
@@ -1069,7 +1076,8 @@ class RecordFile:
         data = b"".join(parts)
         write_all(slot["fd"], data, slot["offset"])
         os.ftruncate(slot["fd"], slot["offset"] + len(data))
-        os.fsync(slot["fd"])
+        if durable:
+            os.fsync(slot["fd"])
         self.size = slot["offset"] + len(data)
         slot["rows"], slot["offset"] = len(self.prefix), slot["offset"] + len(fresh)
 

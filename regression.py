@@ -755,7 +755,7 @@ def collect(run, client, plan, saved, part, batch, started):
             take_row(run, plan, saved, index, batch_row(run, index, line, batch), started,
                      save=(index + 1 - part["start"]) % BATCH_SAVE_ROWS == 0)
     part["collected"] = True
-    run.summary = run.tally.summary()
+    run.summary = run.tally.summary(brief=True)
     run.checkpoint()
 
 
@@ -1165,7 +1165,7 @@ class Run:
         for row in self.rows.values():
             self.tally.add(row)
         self.dropped = {index for row in self.rows.values() for index in self.stopped_pair(row)}
-        self.summary = self.tally.summary()  # changes only when a row is kept
+        self.summary = self.tally.summary(brief=True)  # changes only when a row is kept
 
     def todo(self):
         return [(index, entry) for index, entry in enumerate(self.entries)
@@ -1189,11 +1189,14 @@ class Run:
         return [self.places[(row["model"], row["case_id"], repeat)]
                 for repeat in range(pair["last"] + 1, self.repeats)]
 
-    def tail(self):
+    def tail(self, final=False):
+        """The record's members after its rows: O(jobs) until the last save,
+        which adds the per-case rates and bounds (final)."""
         receipts = {"pending": {str(index): entry for index, entry in sorted(
             self.pending.items())}} if self.pending else {}
         batch = {"batch": self.batch} if self.batch is not None else {}
-        return {**receipts, **batch, "execution": self.execution, "summary": self.summary}
+        summary = self.tally.summary() if final else self.summary
+        return {**receipts, **batch, "execution": self.execution, "summary": summary}
 
     def in_batch(self, index):
         """Whether a batch answers this row: nothing of it is sent directly."""
@@ -1235,7 +1238,7 @@ class Run:
             if self.record is None:
                 return  # the run has ended: the record is closed
             self.pending[index] = entry
-            self.record.save(self.tail())
+            self.record.save(self.tail(), durable=False)  # the page cache suffices
 
     def title(self):
         return f"Regression run {self.out}" + (" (synthetic demo)" if self.demo else "")
@@ -1541,7 +1544,7 @@ def saved_record(run):
         with run.saving:
             run.record = None  # a receipt that arrives later cannot be saved any more
             try:
-                saved.save(run.tail(), final=True)
+                saved.save(run.tail(final=True), final=True)
             finally:
                 saved.close()
 
@@ -1568,7 +1571,7 @@ def take_row(run, plan, saved, index, row, started, save=True):
             plan.drop(place)
             saved.skip(place)
         if save:
-            run.summary = run.tally.summary()
+            run.summary = run.tally.summary(brief=True)
             saved.save(run.tail())
     total, known = run.tally.spent()
     say(run, plan, f"[{saved.saved}/{len(run.entries)}] {row_line(row)} | "

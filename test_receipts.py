@@ -247,11 +247,11 @@ class ReceiptOnTheWireTest(Harness):
         original = record.RecordFile.save
         saves = []
 
-        def full_disk(saved, tail, final=False):
+        def full_disk(saved, tail, final=False, durable=True):
             if tail.get("pending") and any(e["id"] for e in tail["pending"].values()):
                 saves.append(1)
                 raise OSError(28, "No space left on device")
-            return original(saved, tail, final)
+            return original(saved, tail, final, durable)
 
         with mock.patch.object(record.RecordFile, "save", full_disk), \
                 self.assertRaises(OSError):  # __main__ turns it into exit 2, "cannot save"
