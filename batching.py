@@ -33,6 +33,8 @@ import json
 import re
 import tempfile
 
+from vocabulary import UserError
+
 PART_LINES = 50_000  # the Batch API's most lines in one input file
 PART_BYTES = 16 << 20  # the API takes 200 MB, but the SDK reads an upload whole:
                        # parts this size keep a 10,000-row run's memory flat
@@ -181,9 +183,9 @@ def line_places(handle, start, stop):
             name = None
         index = row_index(name)
         if index is not None and index in places:
-            raise ValueError(f"its answers hold {name} twice")
+            raise UserError(f"its answers hold {name} twice")
         if index is not None and not start <= index < stop:
-            raise ValueError(f"its answers hold {name}, a row its part ({start}-{stop}) "
+            raise UserError(f"its answers hold {name}, a row its part ({start}-{stop}) "
                              "never had")
         if index is not None:
             places[index] = (offset, len(line))

@@ -79,7 +79,8 @@ import plans
 import record
 import suites
 from vocabulary import (BETTER, COUNT_WORDS, GATING, LABELS, NEW_FAILURE, WORSE, Parser,
-                        fisher_drop, label, mend_standard_streams, p_text)
+                        UserError, crash_report, fisher_drop, label, mend_standard_streams,
+                        p_text)
 
 SWITCHABLE = {"instructions", "models", "chat_request"}  # config keys --switch lets differ
 DEMO_MODEL = "offline/model"  # plainly fictional: no model is called
@@ -431,13 +432,13 @@ def comparison(before, after, switches=(), paths=None):
         try:
             rows.append(index(run))
         except ValueError as exc:
-            raise ValueError(f"{path}: {exc}{finish_hint(exc, path, run)}") from None
+            raise UserError(f"{path}: {exc}{finish_hint(exc, path, run)}") from None
     problem = suite_problem(before, after) or config_problem(before, after, switches, paths)
     if problem:
-        raise ValueError(problem)
+        raise UserError(problem)
     evidence = (before.get("evidence", "live"), after.get("evidence", "live"))
     if evidence[0] != evidence[1]:
-        raise ValueError(f"evidence differs ({shown(evidence[0])} vs {shown(evidence[1])}); "
+        raise UserError(f"evidence differs ({shown(evidence[0])} vs {shown(evidence[1])}); "
                          "compare live runs with live runs")
     config = before["config"]
     repeats = config["repeats"]
@@ -601,9 +602,9 @@ def demo(folder, summary_md=None, html=None):
     try:
         os.makedirs(folder)  # never into a folder that exists: nothing is overwritten
     except FileExistsError:
-        raise ValueError(f"{folder} already exists; name a new folder for --demo") from None
+        raise UserError(f"{folder} already exists; name a new folder for --demo") from None
     except OSError as exc:
-        raise ValueError(f"cannot create {folder}: {exc.strerror or exc}") from None
+        raise UserError(f"cannot create {folder}: {exc.strerror or exc}") from None
     now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
     paths = (os.path.join(folder, "before.json"), os.path.join(folder, "after.json"))
     try:
@@ -615,7 +616,7 @@ def demo(folder, summary_md=None, html=None):
     except BaseException as exc:
         shutil.rmtree(folder, ignore_errors=True)  # ours alone: a failed demo leaves nothing
         if isinstance(exc, OSError):
-            raise ValueError(f"cannot write the demo pair into {folder}: "
+            raise UserError(f"cannot write the demo pair into {folder}: "
                              f"{exc.strerror or exc}") from None
         raise
     again = command(*paths)
@@ -693,11 +694,11 @@ def run(args):
         after = record.load(args.after)
         if not args.switch and (same_file(args.before, args.after)
                                 or before.sha256 == after.sha256):
-            raise ValueError("BEFORE and AFTER are the same record; compare it with a later "
+            raise UserError("BEFORE and AFTER are the same record; compare it with a later "
                              "run, or two of its models with: RUN --switch OLD=NEW")
         return compare(before, after, args.switch, (args.before, args.after),
                        args.summary_md, args.html)
-    except ValueError as exc:
+    except UserError as exc:
         say(f"NOT_COMPARABLE: {unlabelled(one_line(exc))}")
     except ReportError as exc:
         complain(f"compare_runs.py: {one_line(exc)}; no verdict")
@@ -729,8 +730,9 @@ def main(argv=None):
     if sys.stdout is None:  # started with standard output closed (>&-)
         complain("compare_runs.py: standard output is closed; no verdict")
         return 2
+    args = parse_args(argv)
     try:
-        code = run(parse_args(argv))
+        code = run(args)
         try:
             sys.stdout.flush()  # a full disk or a closed pipe shows here, not at exit
         except (OSError, ValueError) as exc:
@@ -743,10 +745,12 @@ def main(argv=None):
     except Exception as exc:  # noqa: BLE001 - a bug must read as "no verdict", never as 1
         import traceback
 
-        with contextlib.suppress(OSError, ValueError):
-            traceback.print_exc()
+        first = args.before or args.demo  # the report goes beside the records
+        where = crash_report("compare_runs", first and os.path.dirname(os.path.abspath(first)),
+                             traceback.format_exc())
         complain(f"compare_runs.py: internal error: {type(exc).__name__}: {one_line(exc)}; "
-                 "please report it with the traceback above")
+                 "no verdict; " + (f"the traceback is in {where}: please report it" if where
+                                   else "please report it"))
         return 2
 
 

@@ -41,6 +41,7 @@ import plans
 import suites
 from checker import ACTIONS
 from suites import CASE_ID
+from vocabulary import UserError
 
 MAX_REPEATS = 10  # a run is an observation; more repeats cost money, not truth
 MAX_PROVE_REPEATS = 500  # --prove: 500 passes in a row prove 99.4 % at 95 %
@@ -80,7 +81,7 @@ def validate_cases(data, source):
     if isinstance(data, dict) and set(data) == {"cases"}:
         data = data["cases"]
     if not isinstance(data, list) or not data:
-        raise ValueError(f"{source}: expected a non-empty list of cases "
+        raise UserError(f"{source}: expected a non-empty list of cases "
                          "(a JSON list, or `cases` tables in TOML)")
     rules = [
         ("id", lambda v: CASE_ID.fullmatch(v), "letters, digits, . _ - (at most 64)"),
@@ -94,7 +95,7 @@ def validate_cases(data, source):
     for number, case in enumerate(data, 1):
         where = f"{source}: case {number}"
         if not isinstance(case, dict):
-            raise ValueError(f"{where}: must be an object with {', '.join(CASE_FIELDS)}")
+            raise UserError(f"{where}: must be an object with {', '.join(CASE_FIELDS)}")
         if isinstance(case.get("id"), str) and CASE_ID.fullmatch(case["id"]):
             where += f" ({case['id']})"
         unknown = sorted(set(case) - set(CASE_FIELDS), key=str)
@@ -102,12 +103,12 @@ def validate_cases(data, source):
         if unknown or missing:
             problem = (f"unknown field {str(unknown[0])[:40]}" if unknown
                        else f"missing field {missing[0]}")
-            raise ValueError(f"{where}: {problem}; a case has exactly {', '.join(CASE_FIELDS)}")
+            raise UserError(f"{where}: {problem}; a case has exactly {', '.join(CASE_FIELDS)}")
         for field, rule, wanted in rules:
             if not isinstance(case[field], str) or not rule(case[field]):
-                raise ValueError(f"{where}: field {field} must be {wanted}")
+                raise UserError(f"{where}: field {field} must be {wanted}")
         if case["id"] in seen:
-            raise ValueError(f"{where}: field id repeats an earlier case")
+            raise UserError(f"{where}: field id repeats an earlier case")
         seen.add(case["id"])
     return [{field: case[field] for field in CASE_FIELDS} for case in data]
 
@@ -125,30 +126,30 @@ def encodable(text):
 def names(value, what):
     """A non-empty list of distinct, printable, non-empty strings, or ValueError."""
     if not isinstance(value, list) or not value:
-        raise ValueError(f"{what} must be a non-empty list")
+        raise UserError(f"{what} must be a non-empty list")
     for item in value:
         if not isinstance(item, str) or not item or not item.isprintable() or len(item) > MAX_NAME:
-            raise ValueError(f"{what} must hold short, printable, non-empty strings")
+            raise UserError(f"{what} must hold short, printable, non-empty strings")
     if len(set(value)) != len(value):
-        raise ValueError(f"{what} has duplicates")
+        raise UserError(f"{what} has duplicates")
     return value
 
 
 def plan_keys(config):
     """Every (model, case id, repeat) a complete run of config holds, or ValueError."""
     if not isinstance(config, dict):
-        raise ValueError("the record has no config object")
+        raise UserError("the record has no config object")
     models = names(config.get("models"), "config.models")
     cases = config.get("cases")
     if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
-        raise ValueError("config.cases must be a list of objects")
+        raise UserError("config.cases must be a list of objects")
     case_ids = names([case.get("id") for case in cases], "config.cases ids")
     repeats = config.get("repeats")
     most = MAX_REPEATS if "prove" not in config else MAX_PROVE_REPEATS
     # Bounds before building anything: a forged repeats must not allocate a
     # billion keys. bool is an int in Python, and True is not a repeat count.
     if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= most:
-        raise ValueError(f"config.repeats must be an integer 1..{most}")
+        raise UserError(f"config.repeats must be an integer 1..{most}")
     if "prove" in config:
         prove_problem(config["prove"], repeats)
     return {(model, case_id, repeat) for model in models for case_id in case_ids
@@ -164,7 +165,7 @@ def prove_problem(prove, repeats):
     if not isinstance(prove, dict) or set(prove) not in (set(old), set(new)) or not all(
             isinstance(value, (int, float)) and not isinstance(value, bool)
             for value in prove.values()):
-        raise ValueError("config.prove must hold rate, confidence, repeats and "
+        raise UserError("config.prove must hold rate, confidence, repeats and "
                          "allow_failures")
     allowed = prove.get("allow_failures", 0)
     if (not 0 < prove["rate"] < 1 or not 0.5 <= prove["confidence"] <= 0.999
@@ -172,7 +173,7 @@ def prove_problem(prove, repeats):
             or plans.plan_size(prove["rate"], prove["confidence"], allowed) != repeats
             or ("max_repeats" in prove
                 and not repeats <= prove["max_repeats"] <= MAX_PROVE_REPEATS)):
-        raise ValueError("config.prove does not hold together: its rate, confidence and "
+        raise UserError("config.prove does not hold together: its rate, confidence and "
                          "allowed failures need another number of repeats")
 
 
@@ -268,21 +269,21 @@ def judged_rows(record, runs, errors=False):
     for number_, row in enumerate(runs, 1):
         problem = row_problem(row)
         if problem:
-            raise ValueError(f"run {number_} {problem}")
+            raise UserError(f"run {number_} {problem}")
         key = (row["model"], row["case_id"], row["repeat"])
         where = f"run {number_} ({key[0]} {key[1]} {key[2]})"
         if key in seen:
-            raise ValueError(f"{where} repeats an earlier run")
+            raise UserError(f"{where} repeats an earlier run")
         if key not in expected:
-            raise ValueError(f"{where} is not one of the record's planned requests")
+            raise UserError(f"{where} is not one of the record's planned requests")
         if row.get("error") and not errors:
-            raise ValueError(f"{where} has an execution error; resume or rerun it "
+            raise UserError(f"{where} has an execution error; resume or rerun it "
                              "before comparing")
         seen.add(key)
         receipt = checker.response_id(row)
         if receipt is not None:
             if receipt in receipts:
-                raise ValueError(f"{receipts[receipt]} and {where} hold the same response id "
+                raise UserError(f"{receipts[receipt]} and {where} hold the same response id "
                                  f"{receipt[:80]!r}: a receipt belongs to one row; the record "
                                  "was edited after it was saved, use the original file")
             receipts[receipt] = where
@@ -290,7 +291,7 @@ def judged_rows(record, runs, errors=False):
         if (not row.get("error") and judged.get("error") != checker.NO_ANSWER
                 and isinstance(row.get("answer_text"), str)
                 and row["answer_text"] != judged["answer_text"]):
-            raise ValueError(f"{where}: its saved answer_text is not the answer its saved "
+            raise UserError(f"{where}: its saved answer_text is not the answer its saved "
                              "response holds; the record was edited after it was saved: "
                              "use the original file, or start a new run")
         edited = own and next((name for name in JUDGED if name in row
@@ -300,10 +301,10 @@ def judged_rows(record, runs, errors=False):
                     if row["response"] is None else
                     f"its saved {edited} does not match its saved response "
                     f"({shown_reasons(row, judged)})")
-            raise ValueError(f"{where}: {what}; the record was edited after it was saved: "
+            raise UserError(f"{where}: {what}; the record was edited after it was saved: "
                              "use the original file, or start a new run")
         if judged["error"] and not errors:
-            raise ValueError(f"{where} has no verdict: its saved response holds no answer; "
+            raise UserError(f"{where} has no verdict: its saved response holds no answer; "
                              "resume or rerun it before comparing")
         yield number_, key, judged
 
@@ -319,9 +320,9 @@ def suite_of(record):
     suite = suites.validate_suite(record["suite"], "its saved suite")
     edited = "the record was edited after it was saved; use the original file"
     if record.get("suite_sha256") != suites.suite_sha256(suite):
-        raise ValueError(f"its suite_sha256 is not the hash of its saved suite: {edited}")
+        raise UserError(f"its suite_sha256 is not the hash of its saved suite: {edited}")
     if suites.record_cases(suite) != config.get("cases"):
-        raise ValueError(f"its config.cases are not its saved suite's cases: {edited}")
+        raise UserError(f"its config.cases are not its saved suite's cases: {edited}")
     return suite
 
 
@@ -343,13 +344,13 @@ def validate_record(record, complete=True, errors=False):
     part of it (a resume). errors: rows with an execution error are allowed.
     """
     if not isinstance(record, dict):
-        raise ValueError("the record is not a JSON object")
+        raise UserError("the record is not a JSON object")
     if not isinstance(record.get("runs"), list):
-        raise ValueError("the record has no runs list")
+        raise UserError("the record has no runs list")
     rows = {key: row for _, key, row in judged_rows(record, record["runs"], errors)}
     problem = complete and coverage_problem(rows, record["config"])
     if problem:
-        raise ValueError(problem)
+        raise UserError(problem)
     return rows
 
 
@@ -381,12 +382,12 @@ class Judged(dict):
         """The rows, or the ValueError validate_record would raise for this file."""
         if not errors and self.first_error is not None:
             number_, key = self.first_error
-            raise ValueError(f"run {number_} ({key[0]} {key[1]} {key[2]}) has an execution "
+            raise UserError(f"run {number_} ({key[0]} {key[1]} {key[2]}) has an execution "
                              f"error ({str(self.rows[key]['error'])[:40]}), so no verdict; "
                              "resume or rerun it before comparing")
         problem = complete and coverage_problem(self.rows, self["config"])
         if problem:
-            raise ValueError(problem)
+            raise UserError(problem)
         return self.rows
 
 
@@ -405,9 +406,9 @@ def load_from(path, keep, whole):
     """load, reading the file a row at a time, or whole."""
     with open_rows(path, whole) as (fields, runs, digest):
         if not isinstance(fields, dict):
-            raise ValueError("the record is not a JSON object")
+            raise UserError("the record is not a JSON object")
         if not isinstance(runs, (list, Rows)):
-            raise ValueError("the record has no runs list")
+            raise UserError("the record has no runs list")
         rows, kept, first_error, receipts = {}, [], None, {}
         suite = suite_of(fields) if isinstance(fields.get("config"), dict) else None
         for number_, key, row in judged_rows(fields, runs, errors=True):
@@ -420,7 +421,7 @@ def load_from(path, keep, whole):
             kept.append(row)
         problem = shared_receipt(fields.get("pending"), receipts)
         if problem:
-            raise ValueError(problem)
+            raise UserError(problem)
         judged = Judged({**fields, "runs": kept}, rows, digest.hexdigest(), first_error)
         judged.whole = whole or not isinstance(runs, Rows)
         return judged
@@ -498,17 +499,17 @@ def validate_pending(record, plan, finished):
     """
     pending = record.get("pending", {})
     if not isinstance(pending, dict):
-        raise ValueError("its pending receipts are not an object")
+        raise UserError("its pending receipts are not an object")
     receipts = {}
     for key, entry in pending.items():
         index = int(key) if isinstance(key, str) and key.isdigit() and len(key) < 10 else -1
         if not 0 <= index < len(plan) or not isinstance(entry, dict):
-            raise ValueError(f"pending receipt {str(key)[:20]!r} is not a place in its plan")
+            raise UserError(f"pending receipt {str(key)[:20]!r} is not a place in its plan")
         repeat, case, model = plan[index]
         if (entry.get("model"), entry.get("case_id"), entry.get("repeat")) != (
                 model, case["id"], repeat) or not (entry.get("id") is None
                                                    or saved_id(entry["id"])):
-            raise ValueError(f"pending receipt {index} does not match its planned request")
+            raise UserError(f"pending receipt {index} does not match its planned request")
         if index not in finished:
             receipts[index] = {"id": entry["id"], "model": model, "case_id": case["id"],
                                "repeat": repeat}
@@ -529,23 +530,23 @@ def validate_batch(record, planned):
     batch = record["batch"]
     parts = batch.get("parts") if isinstance(batch, dict) else None
     if not isinstance(parts, list):
-        raise ValueError("its batch has no parts list")
+        raise UserError("its batch has no parts list")
     kept, stop = [], 0
     for number_, part in enumerate(parts, 1):
         where = f"batch part {number_}"
         if not isinstance(part, dict):
-            raise ValueError(f"{where} is not an object")
+            raise UserError(f"{where} is not an object")
         start, end = part.get("start"), part.get("stop")
         if not (type(start) is int and type(end) is int and stop <= start < end <= planned):
-            raise ValueError(f"{where} is not a range of its plan after the part before it")
+            raise UserError(f"{where} is not a range of its plan after the part before it")
         for name in ("input_file_id", "batch_id"):
             if part.get(name) is not None and not saved_id(part[name]):
-                raise ValueError(f"{where} has {name} that is not an id")
+                raise UserError(f"{where} has {name} that is not an id")
         if part.get("batch_id") is not None and part.get("input_file_id") is None:
-            raise ValueError(f"{where} has a batch_id but no input_file_id")
+            raise UserError(f"{where} has a batch_id but no input_file_id")
         if not isinstance(part.get("collected"), bool) or (
                 part["collected"] and part.get("batch_id") is None):
-            raise ValueError(f"{where} has collected that is not true or false, or is "
+            raise UserError(f"{where} has collected that is not true or false, or is "
                              "collected with no batch_id")
         status = part.get("status")
         counts = part.get("counts", {})
@@ -636,33 +637,33 @@ def read_record(path):
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         except OSError as exc:
-            raise ValueError(f"cannot open {path}: {exc.strerror or exc}") from None
+            raise UserError(f"cannot open {path}: {exc.strerror or exc}") from None
         try:
             before = os.fstat(fd)
             if not stat.S_ISREG(before.st_mode):
-                raise ValueError(f"{path} is not a regular file")
+                raise UserError(f"{path} is not a regular file")
             if before.st_size > MAX_RECORD_BYTES:
-                raise ValueError(f"{path} is larger than {MAX_RECORD_BYTES >> 20} MiB, "
+                raise UserError(f"{path} is larger than {MAX_RECORD_BYTES >> 20} MiB, "
                                  "too large to be a record")
             with os.fdopen(os.dup(fd), "rb") as handle:
                 data = handle.read(MAX_RECORD_BYTES + 1)
             after = os.fstat(fd)
         except OSError as exc:
-            raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
+            raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
         finally:
             os.close(fd)
         if (before.st_mtime_ns, before.st_size) == (after.st_mtime_ns, after.st_size):
             break
     else:
-        raise ValueError(f"{path} kept changing while it was read; try again")
+        raise UserError(f"{path} kept changing while it was read; try again")
     try:
         return json.loads(data)
     except (ValueError, RecursionError) as exc:
         reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
-        raise ValueError(f"{path} is not valid JSON ({reason})") from None
+        raise UserError(f"{path} is not valid JSON ({reason})") from None
 
 
-class NotOurLayout(ValueError):
+class NotOurLayout(UserError):
     """A row line that is not one JSON row: load reads the file whole instead.
     Met anywhere else, the file changed since load read it."""
 
@@ -749,11 +750,11 @@ def open_rows(path, whole=False):
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
-        raise ValueError(f"cannot open {path}: {exc.strerror or exc}") from None
+        raise UserError(f"cannot open {path}: {exc.strerror or exc}") from None
     before = os.fstat(fd)
     if not stat.S_ISREG(before.st_mode) or before.st_size > MAX_RECORD_BYTES:
         os.close(fd)
-        raise ValueError(f"{path} is not a regular file" if not stat.S_ISREG(before.st_mode)
+        raise UserError(f"{path} is not a regular file" if not stat.S_ISREG(before.st_mode)
                          else f"{path} is larger than {MAX_RECORD_BYTES >> 20} MiB, too "
                          "large to be a record")
     with os.fdopen(fd, "rb") as handle:
@@ -770,17 +771,17 @@ def open_rows(path, whole=False):
                     whole = json.loads(data)
                 except (ValueError, RecursionError) as exc:
                     reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
-                    raise ValueError(f"{path} is not valid JSON ({reason})") from None
+                    raise UserError(f"{path} is not valid JSON ({reason})") from None
                 del data
                 fields = {k: v for k, v in whole.items() if k != "runs"} if isinstance(
                     whole, dict) else whole
                 runs = whole.get("runs") if isinstance(whole, dict) else None
         except OSError as exc:
-            raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
+            raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
         yield fields, runs, digest
         after = os.fstat(fd)
     if (before.st_mtime_ns, before.st_size) != (after.st_mtime_ns, after.st_size):
-        raise ValueError(f"{path} changed while it was read (a run is saving it); "
+        raise UserError(f"{path} changed while it was read (a run is saving it); "
                          "try again once it has finished")
 
 

@@ -79,7 +79,7 @@ from record import MAX_REPEATS
 import sending
 from sending import (MESSAGE_LIMIT, Interrupts, Pause, Plan, RetryingClient, Terminated,
                      clean, receive, redact, secret_patterns, warn)
-from vocabulary import Parser, mend_standard_streams
+from vocabulary import Parser, UserError, crash_report, mend_standard_streams
 
 # --------------------------------------------------------------------------
 # Part 1: how it is sent. Every value that can change an answer is recorded
@@ -99,6 +99,7 @@ MAX_BUDGET_DIGITS = 12  # --max-cost between 1e-12 and 1e12 USD: any real budget
 DEFAULT_RETRIES = 2  # a 429 or 503 is usually over after a wait or two
 MAX_INSTRUCTIONS_BYTES = 64 << 10  # an instructions file is a page of rules, not a book
 DEMO_MODELS = ["offline/careful", "offline/hasty"]  # fictional on purpose
+CRASH_FOLDER = []  # the record's folder once main knows it: where a crash report goes
 # --force-search: the Agent API's documented tool_choice that makes the agent use
 # web_search ("auto", the default, lets the model decide; "required" any tool).
 FORCED_SEARCH = {"type": "web_search"}
@@ -627,7 +628,7 @@ def run_batch(run, client, plan, saved, started):
     """Submit what is not submitted yet, wait, and collect each batch as it ends.
 
     Every step is saved in the record before the next, so --resume carries on
-    where a stop left off and never submits a part twice. Raises ValueError
+    where a stop left off and never submits a part twice. Raises UserError
     (the record saved) when the Batch API refuses a step.
     """
     load_sdk()
@@ -662,7 +663,7 @@ def run_batch(run, client, plan, saved, started):
                     batching.metadata(run.head["created_at"], part))["id"], run.secrets)
                 run.checkpoint()
         except (APIError, httpx.HTTPError) as exc:
-            raise ValueError(f"the Batch API refused or failed a step "
+            raise UserError(f"the Batch API refused or failed a step "
                              f"({api_failure(exc, run.secrets)}); the record {run.out} "
                              f"keeps every step done; carry on with: {resume}") from None
     total = sum(part["stop"] - part["start"] for part in parts)
@@ -681,20 +682,20 @@ def run_batch(run, client, plan, saved, started):
                 batch = batching.retrieve(client, part["batch_id"])
             except (APIError, httpx.HTTPError) as exc:
                 if getattr(exc, "status_code", None) == 404:
-                    raise ValueError(f"the Batch API does not know batch {part['batch_id']} "
+                    raise UserError(f"the Batch API does not know batch {part['batch_id']} "
                                      "(another key or organization, or older than the 30 days "
                                      "it keeps batches): its rows cannot be collected; start "
                                      "a new run") from None
                 failures += 1
                 if failures > batching.POLL_FAILURES:
-                    raise ValueError(f"cannot reach the Batch API "
+                    raise UserError(f"cannot reach the Batch API "
                                      f"({api_failure(exc, run.secrets)}); the batch runs on: "
                                      f"collect it with: {resume}") from None
                 continue
             failures = 0
             problem = batching.foreign_problem(batch, run.head["created_at"], part)
             if problem:
-                raise ValueError(problem)
+                raise UserError(problem)
             counts = batch.get("request_counts")
             part["status"] = batch.get("status")
             part["counts"] = {name: counts.get(name) for name in ("total", "completed", "failed")
@@ -703,7 +704,7 @@ def run_batch(run, client, plan, saved, started):
                 try:
                     collect(run, client, plan, saved, part, batch, started)
                 except (APIError, httpx.HTTPError) as exc:
-                    raise ValueError(f"cannot download the answers of batch {part['batch_id']} "
+                    raise UserError(f"cannot download the answers of batch {part['batch_id']} "
                                      f"({api_failure(exc, run.secrets)}); the rows saved so "
                                      f"far are kept: collect the rest with: {resume}") from None
         line = batching.counts_line(parts, total, time.monotonic() - started)
@@ -722,14 +723,14 @@ def run_batch(run, client, plan, saved, started):
 
 
 def arrived_id(value, secrets):
-    """An id the Batch API gave (a file's, a batch's), or ValueError: one that is
+    """An id the Batch API gave (a file's, a batch's), or UserError: one that is
     not an id, or that holds the key, is never saved (a record keeps no key)."""
     if not record.saved_id(value):
-        raise ValueError("the Batch API gave an id that is not an id (a '/', a control "
+        raise UserError("the Batch API gave an id that is not an id (a '/', a control "
                          f"character or over {record.MAX_ID_CHARS} characters); nothing "
                          "more was submitted")
     if redact(value, secrets) != value:
-        raise ValueError("the Batch API gave an id that holds the API key; it is not kept "
+        raise UserError("the Batch API gave an id that holds the API key; it is not kept "
                          "and nothing more was submitted: rotate the key, then start a new run")
     return value
 
@@ -744,8 +745,8 @@ def collect(run, client, plan, saved, part, batch, started):
                 try:
                     found.append((handle, batching.line_places(handle, part["start"],
                                                                part["stop"])))
-                except ValueError as exc:
-                    raise ValueError(f"batch {part['batch_id']} is not this part's: {exc}; "
+                except UserError as exc:
+                    raise UserError(f"batch {part['batch_id']} is not this part's: {exc}; "
                                      "nothing of it was collected") from None
         for index in range(part["start"], part["stop"]):
             if index in run.rows:  # kept by a collection that a crash cut short
@@ -829,23 +830,23 @@ def sdk_version():
 
 
 def read_file(path, what, limit):
-    """The bytes of a small regular file, or ValueError with a one-line reason."""
+    """The bytes of a small regular file, or UserError with a one-line reason."""
     if os.path.isdir(path):  # a folder opens for reading, then fails to read
-        raise ValueError(f"{what} {path} is a folder; give a file")
+        raise UserError(f"{what} {path} is a folder; give a file")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not hang us
         with os.fdopen(fd, "rb") as handle:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
-                raise ValueError(f"{what} {path} must be a regular file of at most "
+                raise UserError(f"{what} {path} must be a regular file of at most "
                                  f"{limit >> 10:,} KiB")
             return handle.read(limit + 1)
     except OSError as exc:
-        raise ValueError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+        raise UserError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
 
 
 def load_cases(path):
-    """Cases from a .json or .toml file; ValueError with the reason."""
+    """Cases from a .json or .toml file; UserError with the reason."""
     data = read_file(path, "--cases", record.MAX_RECORD_BYTES)
     try:
         if path.endswith(".toml"):
@@ -853,10 +854,10 @@ def load_cases(path):
         elif path.endswith(".json"):
             parsed = json.loads(data)
         else:
-            raise ValueError(f"{path}: name it .json or .toml")
+            raise UserError(f"{path}: name it .json or .toml")
     except (UnicodeDecodeError, tomllib.TOMLDecodeError, json.JSONDecodeError,
             RecursionError) as exc:
-        raise ValueError(f"{path}: cannot parse it ({exc})") from None
+        raise UserError(f"{path}: cannot parse it ({exc})") from None
     return record.validate_cases(parsed, path)
 
 
@@ -866,9 +867,9 @@ def load_instructions(path):
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise ValueError(f"--instructions {path} is not UTF-8 text") from None
+        raise UserError(f"--instructions {path} is not UTF-8 text") from None
     if not text.strip():
-        raise ValueError(f"--instructions {path} is empty")
+        raise UserError(f"--instructions {path} is empty")
     return text
 
 
@@ -891,7 +892,7 @@ def write_reports(run, rows, result):
         held = {(row["model"], row["case_id"], row["repeat"]): row for row in ordered}
         try:
             saved = record.load(run.out, evidence_page.Shown(held))
-        except ValueError as exc:  # another process changed the record under us
+        except UserError as exc:  # another process changed the record under us
             warn(f"regression.py: error: cannot read {run.out} back for the page ({exc}); "
                  "the record is saved: --regrade it with --html to make the page")
         else:
@@ -1223,13 +1224,13 @@ class Run:
 
     def received(self, index, response_id):
         """Save the id of this row's response the moment it arrives: its receipt.
-        ValueError for an id that cannot be one, or that holds the key: nothing
+        UserError for an id that cannot be one, or that holds the key: nothing
         of it is saved, so the row is sent again."""
         if not record.saved_id(response_id):
-            raise ValueError("the API gave a response id that is not an id (a '/', a "
+            raise UserError("the API gave a response id that is not an id (a '/', a "
                              f"control character or over {record.MAX_ID_CHARS} characters)")
         if redact(response_id, self.secrets) != response_id:
-            raise ValueError("the API gave a response id that holds the API key; it is not "
+            raise UserError("the API gave a response id that holds the API key; it is not "
                              "kept, and the row will be sent again (it may be paid twice)")
         self.keep(index, {**self.pending.get(index, {}), "id": response_id})
 
@@ -1253,7 +1254,7 @@ class Run:
 
 def execution_of(args, previous=None):
     """Settings that cannot change an answer; a resume keeps the record's jobs,
-    retries, budget and report paths unless new ones are given. ValueError for
+    retries, budget and report paths unless new ones are given. UserError for
     a tampered budget."""
     previous = previous if isinstance(previous, dict) else {}
     given = {"max_cost": None if args.max_cost is None else str(args.max_cost),
@@ -1279,12 +1280,12 @@ def execution_of(args, previous=None):
         try:
             money(execution["max_cost"])
         except argparse.ArgumentTypeError:
-            raise ValueError("its execution.max_cost is not a budget; give --max-cost USD")
+            raise UserError("its execution.max_cost is not a budget; give --max-cost USD")
     return execution
 
 
 def check_outputs(out, paths):
-    """ValueError unless every report path can be written without harm, before any request."""
+    """UserError unless every report path can be written without harm, before any request."""
     kinds = {"junit": "junit", "summary_md": "markdown", "html": "html"}
     flags = {"junit": "--junit", "summary_md": "--summary-md", "html": "--html"}
     seen = {os.path.realpath(out): "the record itself"}
@@ -1292,17 +1293,17 @@ def check_outputs(out, paths):
         if path is None:
             continue
         if os.path.realpath(path) in seen:
-            raise ValueError(f"{flags[name]} {path} is {seen[os.path.realpath(path)]}; "
+            raise UserError(f"{flags[name]} {path} is {seen[os.path.realpath(path)]}; "
                              "name another file")
         problem = reports.output_problem(path, kinds[name])
         if problem:
-            raise ValueError(f"{flags[name]} {path}: {problem}")
+            raise UserError(f"{flags[name]} {path}: {problem}")
         seen[os.path.realpath(path)] = f"also the file of {flags[name]}"
 
 
 def chosen_suite(args):
     """The suite a new run asks: --suite's, the built-in one with --cases, or
-    the built-in one; ValueError naming the file at fault."""
+    the built-in one; UserError naming the file at fault."""
     if args.suite is not None:
         return suites.read_suite(args.suite)
     if args.cases is not None:
@@ -1318,7 +1319,7 @@ def baseline_costs(path):
         if row["cost_usd"] is not None:
             costs.setdefault(model, []).append(Decimal(row["cost_usd"]))
     if not costs:
-        raise ValueError(f"--baseline {path} has no reported cost to price the plan with")
+        raise UserError(f"--baseline {path} has no reported cost to price the plan with")
     every = [cost for model_costs in costs.values() for cost in model_costs]
     mean = sum(every) / len(every)
     return collections.defaultdict(lambda: mean, {model: sum(found) / len(found)
@@ -1345,16 +1346,16 @@ def new_run(args, secrets):
     instructions = (suite.get("instructions") if args.instructions is None
                     else load_instructions(args.instructions))
     if instructions is None:
-        raise ValueError(f"{args.suite} has no instructions; add instructions = \"\"\"...\"\"\" "
+        raise UserError(f"{args.suite} has no instructions; add instructions = \"\"\"...\"\"\" "
                          "to it, or give --instructions FILE")
     models, out = args.models or suite.get("models") or MODELS, args.out or "results.json"
     if args.demo is not None:
         models, out = DEMO_MODELS, os.path.join(args.demo, "results.json")
     elif os.path.lexists(out):
-        raise ValueError(f"{out} already exists; choose a new --out path "
+        raise UserError(f"{out} already exists; choose a new --out path "
                          "(nothing was sent, the file is untouched)")
     elif not os.path.isdir(os.path.dirname(os.path.abspath(out))):
-        raise ValueError(f"the folder of --out {out} does not exist; create it or "
+        raise UserError(f"the folder of --out {out} does not exist; create it or "
                          "choose another path")
     repeats, prove = args.repeats or 1, None
     if args.prove is not None:
@@ -1386,7 +1387,7 @@ def read_saved(path):
     suite = record.suite_of(saved)
     instructions = saved["config"].get("instructions")
     if not isinstance(instructions, str):
-        raise ValueError("config.instructions is not text")
+        raise UserError("config.instructions is not text")
     return saved, rows, saved["config"]["cases"], instructions, suite
 
 
@@ -1400,7 +1401,7 @@ def resume_run(args, path, secrets):
                                                else None),
                              code_sha256(), sdk_version())
     if problem:
-        raise ValueError(problem)
+        raise UserError(problem)
     # Every kept verdict was derived again from its response when it was read;
     # rows with an execution error are sent again.
     where = places(run_order(models, cases, repeats))
@@ -1422,7 +1423,7 @@ def resume_run(args, path, secrets):
               pending=pending, batch=batch, suite=suite)
     if batch is not None and args.max_cost is not None and any(
             part["batch_id"] is None for part in batch["parts"] or [{"batch_id": None}]):
-        raise ValueError("parts of its batch are not submitted yet, and a batch runs all its "
+        raise UserError("parts of its batch are not submitted yet, and a batch runs all its "
                          "rows once submitted, so no budget can stop it; drop --max-cost")
     run.copied = functools.partial(copied_rows, path, where, wanted, saved.whole)
     run.notes = record.evidence_notes(saved, rows, path)
@@ -1459,7 +1460,7 @@ def copied_rows(path, where, wanted, whole):
 
 
 def prepare(args):
-    """The Run of this invocation; ValueError with a readable reason.
+    """The Run of this invocation; UserError with a readable reason.
 
     Reads the --cases, --instructions, --resume and --regrade files and checks
     every output path: it sends nothing and creates nothing.
@@ -1474,17 +1475,17 @@ def prepare(args):
             if args.resume:  # before the read: no other writer may change it after
                 lock = record.take_lock(source)
             run = (resume_run if args.resume else regrade_run)(args, source, secrets)
-        except (ValueError, record.RecordBusy) as exc:
+        except (UserError, record.RecordBusy) as exc:
             if lock is not None:
                 record.release_lock(lock)
-            raise ValueError(f"cannot {verb} {source}: {exc}") from None
+            raise UserError(f"cannot {verb} {source}: {exc}") from None
         run.lock = lock
         if args.regrade is not None and os.path.lexists(run.out):
-            raise ValueError(f"{run.out} already exists; choose a new --out path "
+            raise UserError(f"{run.out} already exists; choose a new --out path "
                              "(nothing was written)")
     try:
         check_outputs(run.out, run.reports)
-    except ValueError:
+    except UserError:
         if run.lock is not None:
             record.release_lock(run.lock)
         raise
@@ -1495,7 +1496,7 @@ def prepare(args):
 def api_client(run):
     """The SDK client of this run; for the demo, over a simulated API on loopback.
 
-    ValueError when the client cannot be set up (a malformed PERPLEXITY_BASE_URL).
+    UserError when the client cannot be set up (a malformed PERPLEXITY_BASE_URL).
     """
     if run.regrade:
         yield None  # a regrade sends nothing: no client, no key
@@ -1515,7 +1516,7 @@ def api_client(run):
                                     timeout=TIMEOUT_SECONDS,
                                     http_client=httpx.Client(trust_env=False))
         except httpx.InvalidURL as exc:
-            raise ValueError(f"cannot set up the API client: {exc}; nothing was sent, "
+            raise UserError(f"cannot set up the API client: {exc}; nothing was sent, "
                              "fix PERPLEXITY_BASE_URL and run again") from None
         yield client
     finally:
@@ -1684,8 +1685,9 @@ def main(argv=None):
         if args.plan:
             return print_plan(args)
         run = prepare(args)
-    except ValueError as exc:
+    except UserError as exc:
         return fail(str(exc))
+    CRASH_FOLDER[:] = [os.path.dirname(os.path.abspath(run.out))]
     pause = Pause()
     try:
         with api_client(run) as client:
@@ -1707,7 +1709,7 @@ def main(argv=None):
         if run.started:  # saved on the way out; say how to finish it
             finish(run, interrupted=True)
         raise
-    except (ValueError, record.RecordBusy) as exc:
+    except (UserError, record.RecordBusy) as exc:
         return fail(redact(str(exc), run.secrets))
     except FileExistsError:
         return fail(f"{run.out} already exists; choose a new --out path "
@@ -1782,12 +1784,15 @@ def start_lines(run, args):
 
 
 def crash_exit(exc):
-    """Exit 2, never 1, for a failure nobody planned for; the traceback is for a bug report."""
-    with contextlib.suppress(OSError, ValueError):
-        traceback.print_exc()
-    return fail(f"internal error: {type(exc).__name__}: {redact(str(exc), [os.environ.get('PERPLEXITY_API_KEY', '')])[:300]}; "
-                "no verdict. The record, if one was started, is saved; please report this "
-                "with the traceback above")
+    """Exit 2, never 1, for a failure nobody planned for: the traceback, key
+    redacted, goes into a 0600 file beside the record, and the last line names it."""
+    secrets = [os.environ.get("PERPLEXITY_API_KEY", "")]
+    where = crash_report("regression", CRASH_FOLDER[0] if CRASH_FOLDER else None,
+                         redact(traceback.format_exc(), secrets))
+    return fail(f"internal error: {type(exc).__name__}: {redact(str(exc), secrets)[:300]}; "
+                "no verdict. The record, if one was started, is saved; "
+                + (f"the traceback is in {where}: please report it" if where else
+                   "please report this"))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import stat
 import tomllib
 
 import checker
+from vocabulary import UserError
 
 MAX_SUITE_BYTES = 16 << 20  # a suite of 10,000 cases of a page each fits; more is no suite
 MAX_CASES = 10_000  # cases in one suite: each is a paid request per model and repeat
@@ -51,7 +52,7 @@ SCHEMA_TYPES = {"string": "string", "integer": "integer", "boolean": "boolean"}
 # --------------------------------------------------------------------------
 
 
-class SuiteError(ValueError):
+class SuiteError(UserError):
     """A suite that cannot be run; the message names the file and the key."""
 
 

@@ -778,9 +778,13 @@ class CliTest(Files, unittest.TestCase):
             code, output, errors = self.main(path, later)
         self.assertEqual(code, 2)
         self.assertEqual(output, "")
-        self.assertIn("Traceback", errors)
-        self.assertEqual(errors.splitlines()[-1], "compare_runs.py: internal error: "
-                         "RuntimeError: boom; please report it with the traceback above")
+        line = errors.splitlines()[-1]
+        self.assertTrue(line.startswith("compare_runs.py: internal error: RuntimeError: boom; "
+                                        "no verdict; the traceback is in "), line)
+        report = line.split("the traceback is in ")[1].split(": please report it")[0]
+        self.assertEqual(os.path.dirname(report), os.path.dirname(path))  # beside the records
+        self.assertIn("Traceback", read_text(report))
+        self.assertEqual(os.stat(report).st_mode & 0o777, 0o600)
 
 
 # --------------------------------------------------------------------------

@@ -496,9 +496,23 @@ class CrashTest(unittest.TestCase):
                                  "runpy.run_path(SCRIPT, run_name='__main__')",
                                  "--out", "r.json", "--junit", "j.xml")
         self.assertEqual(result.returncode, 2)
-        self.assertIn("internal error: ZeroDivisionError", result.stderr.splitlines()[-1])
-        self.assertIn("Traceback", result.stderr)  # for the bug report
+        last = result.stderr.splitlines()[-1]
+        self.assertIn("internal error: ZeroDivisionError", last)
+        report = last.split("the traceback is in ")[1].split(": please report it")[0]
+        self.assertEqual(os.path.dirname(os.path.join(self.folder, report)), self.folder)
+        self.assertIn("Traceback", read_text(os.path.join(self.folder, report)))  # the bug report
+        self.assertEqual(os.stat(os.path.join(self.folder, report)).st_mode & 0o777, 0o600)
         self.assertTrue(read_json(os.path.join(self.folder, "r.json"))["summary"]["complete"])
+
+    def test_a_crash_report_holds_no_key(self):
+        result = self.run_python("import reports, os; reports.junit_xml = lambda *a: 1 / int("
+                                 "os.environ['PERPLEXITY_API_KEY']); "
+                                 "runpy.run_path(SCRIPT, run_name='__main__')",
+                                 "--out", "r.json", "--junit", "j.xml")
+        self.assertEqual(result.returncode, 2)
+        report = result.stderr.splitlines()[-1].split("the traceback is in ")[1].split(":")[0]
+        key = loopback_env(loopback_server(self))["PERPLEXITY_API_KEY"]
+        self.assertNotIn(key, read_text(os.path.join(self.folder, report)) + result.stderr)
 
 
 @slow("the demo in a new interpreter, its pages in Chromium")

@@ -15,6 +15,7 @@ import argparse
 import math
 import os
 import sys
+import time
 import difflib
 
 # The labels of a compared (model, case), judged on its pass rate over the
@@ -62,6 +63,29 @@ def mend_standard_streams():
             os.open(os.devnull, os.O_RDWR)
             if number == 2 and sys.stderr is None:
                 sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
+
+
+class UserError(ValueError):
+    """Bad input (a flag, a file, a record, an answer the API gave): raised where
+    the input is read, one line on stderr and exit 2. A ValueError, as the
+    published compare() and index() raise. Any other exception is a bug."""
+
+
+CRASH_NAME = "{script}-crash-{stamp}.txt"  # beside the record; a bug report, 0600
+
+
+def crash_report(script, folder, text):
+    """Write a crash's traceback (key redacted by the caller) into a new 0600 file in
+    folder (the current one when None); its path, or None when it cannot be written."""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    path = os.path.join(folder or ".", CRASH_NAME.format(script=script, stamp=stamp))
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError:
+        return None
+    return path
 
 
 def fisher_drop(before_good, before_runs, after_good, after_runs):
