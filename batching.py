@@ -25,14 +25,23 @@ the step it reached; it never submits a part again. The rows that a failed,
 expired or cancelled batch did not answer are saved as execution errors, which
 --resume then sends directly.
 
-Only pure helpers and the few API calls live here; regression.py makes the rows.
+The whole flow lives here: run_batch submits, waits and collects, and each row
+is made by batch_row and judged by the runner's own judge (run.ask.judge).
 """
 
+import contextlib
+import functools
 import hashlib
 import json
 import re
 import tempfile
+import time
 
+import record
+import runs
+import wire
+from checker import answer_text
+from sending import MESSAGE_LIMIT, redact, warn
 from vocabulary import UserError
 
 PART_LINES = 50_000  # the Batch API's most lines in one input file
@@ -51,6 +60,8 @@ ENDED_WITHOUT = {  # a batch's end -> the error of a row it never answered
 ENDPOINT = "/v1/responses"
 CUSTOM_ID = re.compile(r"row-(0|[1-9][0-9]{0,8})")
 COPY_BYTES = 1 << 20  # a downloaded file is copied to disk this much at a time
+BATCH_SAVE_ROWS = 500  # collected rows between saves: a batch's files stay 30 days, so a
+                       # crash mid-collection costs a download again, never an answer
 
 
 # --------------------------------------------------------------------------
@@ -202,3 +213,209 @@ def line_at(handle, place):
     except (ValueError, RecursionError):
         return None
     return line if isinstance(line, dict) else None
+
+
+# --------------------------------------------------------------------------
+# I/O: a run's batch flow, each step saved before the next.
+# --------------------------------------------------------------------------
+
+
+def batch_row(run, index, line, batch):
+    """The row of plan index from its line of a batch's output or error file
+    (None: the batch ended without it), judged like a direct answer."""
+    repeat, case, model = run.entries[index]
+    row = {"repeat": repeat, "case_id": case["id"], "model": model, "error": None,
+           "error_status": None, "cost_usd": None, "response": None, "answer_text": None,
+           "reasons": [], "seconds": None, "passed": False}
+    answer = line.get("response") if isinstance(line, dict) else None
+    answer = answer if isinstance(answer, dict) else {}
+    status, body = answer.get("status_code"), answer.get("body")
+    message = None
+    if status == 200 and isinstance(body, dict):
+        row["response"] = body
+        try:
+            text = answer_text(model, body)
+            row["answer_text"] = "" if text is None else text
+            run.ask.judge(row, case, model, run.suite)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes evidence
+            row.update(error=type(exc).__name__, reasons=["execution_error"])
+            message = f"{row['error']} raised while checking the answer"
+    else:
+        error = (body or {}).get("error") if isinstance(body, dict) else None
+        error = error or (line.get("error") if isinstance(line, dict) else None)
+        text = error.get("message") if isinstance(error, dict) else None
+        if type(status) is not int:  # never run: the batch ended first
+            row["error"] = ENDED_WITHOUT.get(batch["status"], "BatchRowMissing")
+            text = (f"batch {batch['id']} ended {batch['status']} without an answer for "
+                    f"this row{': ' + str(text) if text else ''}")
+        else:
+            row["error"] = "BatchRequestFailed"
+            row["error_status"] = status if type(status) is int else None
+        row["reasons"] = ["execution_error"]
+        message = redact(str(text or "the batch answered this row with an error"),
+                         run.secrets)[:MESSAGE_LIMIT]
+    row["passed"] = not row["reasons"]
+    row["batch"] = {"id": batch["id"], "custom_id": custom_id(index),
+                    "request_id": answer.get("request_id")}
+    return wire.settled(row, message, run.secrets)
+
+
+def api_failures():
+    """The errors of a Batch API step that was refused or failed on the way."""
+    return (wire.sdk().APIError, wire.sdk().httpx.HTTPError)
+
+
+def run_batch(run, client, plan, saved, started):
+    """Submit what is not submitted yet, wait, and collect each batch as it ends.
+
+    Every step is saved in the record before the next, so --resume carries on
+    where a stop left off and never submits a part twice. Raises UserError
+    (the record saved) when the Batch API refuses a step.
+    """
+    parts = run.batch["parts"]
+    if not parts:  # planned once, from what is still to do, and saved before any upload
+        sizes = ((index, len(batch_line(run, index))) for index, _ in run.todo())
+        parts.extend(parts_of(sizes))
+        run.checkpoint()
+    resume = runs.command_hint("--resume", run.out)
+    plan.note = ("Stopping: nothing more is uploaded or submitted; every step done is saved"
+                 + ("." if run.demo else f": carry on with: {resume}"))
+    if not submitted(run, client, plan, parts, resume) or plan.stopped:
+        return
+    total = sum(part["stop"] - part["start"] for part in parts)
+    print(f"{total} rows in {len(parts)} batch{'es' if len(parts) > 1 else ''} of the "
+          f"Batch API ({', '.join(part['batch_id'] for part in parts)}); waiting for the "
+          f"answers (within 24 h). Ctrl+C stops the wait, not the batch.", flush=True)
+    later = ("it ends with the demo" if run.demo else  # a demo record is never resumed
+             f"{run.out} keeps its ids: collect it later with: {resume}")
+    plan.note = f"Stopping the wait; the batch runs on, and {later}"
+    waited(run, client, plan, saved, started, resume)
+    failed = sum(1 for index, row in run.rows.items() if row["error"] and "batch" in row)
+    if failed and all(part["collected"] for part in parts):
+        warn(f"{failed} row{'s' if failed > 1 else ''} of the batch ended in an execution "
+             "error (an error line, or never run: no verdict); "
+             + ("run the demo again" if run.demo else f"send them directly with: {resume}"))
+
+
+def submitted(run, client, plan, parts, resume):
+    """Upload and create what is not yet, each step saved; False when a stop came first."""
+    for part in parts:
+        if part["collected"]:
+            continue
+        if plan.stopped:
+            return False
+        try:
+            if part["input_file_id"] is None:
+                data = b"".join(map(functools.partial(batch_line, run),
+                                    range(part["start"], part["stop"])))
+                part["input_file_id"] = arrived_id(upload(client, data), run.secrets)
+                del data
+                run.checkpoint()
+            if plan.stopped:
+                return False
+            if part["batch_id"] is None:
+                key = idempotency_key(run.head["created_at"], part)
+                part["batch_id"] = arrived_id(create(
+                    client, part["input_file_id"], key,
+                    metadata(run.head["created_at"], part))["id"], run.secrets)
+                run.checkpoint()
+        except api_failures() as exc:
+            raise UserError(f"the Batch API refused or failed a step "
+                            f"({wire.api_failure(exc, run.secrets)}); the record {run.out} "
+                            f"keeps every step done; carry on with: {resume}") from None
+    return True
+
+
+def waited(run, client, plan, saved, started, resume):
+    """Poll every batch until each is collected, or a stop ends the wait."""
+    parts = run.batch["parts"]
+    total = sum(part["stop"] - part["start"] for part in parts)
+    delay, failures, shown = FIRST_POLL_SECONDS, 0, None
+    while not plan.stopped:
+        for part in (part for part in parts if not part["collected"]):
+            try:
+                batch = retrieve(client, part["batch_id"])
+            except api_failures() as exc:
+                if getattr(exc, "status_code", None) == 404:
+                    raise UserError(f"the Batch API does not know batch {part['batch_id']} "
+                                    "(another key or organization, or older than the 30 days "
+                                    "it keeps batches): its rows cannot be collected; start "
+                                    "a new run") from None
+                failures += 1
+                if failures > POLL_FAILURES:
+                    raise UserError(f"cannot reach the Batch API "
+                                    f"({wire.api_failure(exc, run.secrets)}); the batch runs "
+                                    f"on: collect it with: {resume}") from None
+                continue
+            failures = 0
+            polled(run, client, plan, saved, started, resume, part, batch)
+        if all(part["collected"] for part in parts):
+            return
+        line = counts_line(parts, total, time.monotonic() - started)
+        if line.split(" (")[0] != shown:
+            shown = line.split(" (")[0]
+            runs.say(run, plan, line)
+        plan.pause.stopped.wait(delay)  # a signal sets it: the wait ends at once
+        delay = min(delay * 2, MAX_POLL_SECONDS)
+
+
+def polled(run, client, plan, saved, started, resume, part, batch):
+    """What one poll of a part's batch says: its progress, and its rows once it ended."""
+    problem = foreign_problem(batch, run.head["created_at"], part)
+    if problem:
+        raise UserError(problem)
+    counts = batch.get("request_counts")
+    part["status"] = batch.get("status")
+    part["counts"] = {name: counts.get(name) for name in ("total", "completed", "failed")
+                      if type(counts.get(name)) is int} if isinstance(counts, dict) else {}
+    if part["status"] in TERMINAL:
+        try:
+            collect(run, client, plan, saved, part, batch, started)
+        except api_failures() as exc:
+            raise UserError(f"cannot download the answers of batch {part['batch_id']} "
+                            f"({wire.api_failure(exc, run.secrets)}); the rows saved so far "
+                            f"are kept: collect the rest with: {resume}") from None
+
+
+def arrived_id(value, secrets):
+    """An id the Batch API gave (a file's, a batch's), or UserError: one that is
+    not an id, or that holds the key, is never saved (a record keeps no key)."""
+    if not record.saved_id(value):
+        raise UserError("the Batch API gave an id that is not an id (a '/', a control "
+                         f"character or over {record.MAX_ID_CHARS} characters); nothing "
+                         "more was submitted")
+    if redact(value, secrets) != value:
+        raise UserError("the Batch API gave an id that holds the API key; it is not kept "
+                         "and nothing more was submitted: rotate the key, then start a new run")
+    return value
+
+
+def collect(run, client, plan, saved, part, batch, started):
+    """The rows of an ended batch, made in the saved order from its files."""
+    with contextlib.ExitStack() as files:
+        found = []
+        for name in ("output_file_id", "error_file_id"):  # an answer beats an error line
+            if isinstance(batch.get(name), str):
+                handle = files.enter_context(download(client, batch[name]))
+                try:
+                    found.append((handle, line_places(handle, part["start"],
+                                                               part["stop"])))
+                except UserError as exc:
+                    raise UserError(f"batch {part['batch_id']} is not this part's: {exc}; "
+                                     "nothing of it was collected") from None
+        for index in range(part["start"], part["stop"]):
+            if index in run.rows:  # kept by a collection that a crash cut short
+                continue
+            line = next((line_at(handle, places[index])
+                         for handle, places in found if index in places), None)
+            runs.take_row(run, plan, saved, index, batch_row(run, index, line, batch), started,
+                          save=(index + 1 - part["start"]) % BATCH_SAVE_ROWS == 0)
+    part["collected"] = True
+    run.summary = run.tally.summary(brief=True)
+    run.checkpoint()
+
+
+def batch_line(run, index):
+    repeat, case, model = run.entries[index]
+    return input_line(index, run.ask.request(case, model, run.instructions, run.suite,
+                                             run.head["config"].get("tool_choice")))

@@ -59,10 +59,8 @@ if sys.version_info < (3, 11):
     raise SystemExit(2)
 
 import argparse
-import contextlib
 import datetime
 import difflib
-import math
 import os
 import re
 import shlex
@@ -77,6 +75,7 @@ from decimal import Decimal
 import checker
 import plans
 import record
+import runs
 import suites
 from vocabulary import (BETTER, COUNT_WORDS, GATING, LABELS, NEW_FAILURE, WORSE, Parser,
                         UserError, crash_report, fisher_drop, label, mend_standard_streams,
@@ -214,9 +213,9 @@ def finish_hint(problem, path, run):
            for row in rows):
         return ("; the API refused a request of it, so --resume would fail the same way: "
                 "fix the request (model name, retired API) and start a new run")
-    if run.get("code_sha256") != record.runner_sha256():
-        return ("; it was made by another regression.py, which --resume refuses: start a "
-                "new run")
+    problem = runs.resume_problem(run)  # the one rule of what --resume finishes
+    if problem:
+        return f"; --resume refuses it: {problem}"
     costs = [Decimal(row["cost_usd"]) for row in rows
              if row.get("cost_usd") is not None and not record.cost_problem(row["cost_usd"])]
     missing = len(record.plan_keys(run["config"])) - len(rows)
@@ -445,32 +444,7 @@ def comparison(before, after, switches=(), paths=None):
     pairs = sorted(set(switches)) if switches else [(model, model) for model in
                                                      sorted(config["models"])]
     levels = record.confidence_of(before), record.confidence_of(after)
-    plans_of = [proof_tally(run, side) for run, side in zip((before, after), rows)]
-    items = []
-    for old_model, new_model in pairs:
-        for case_id in sorted((case["id"] for case in config["cases"]), key=natural):
-            old, new = ([side[(model, case_id, repeat)]
-                         for repeat in range(run["config"]["repeats"])
-                         if (model, case_id, repeat) in side]
-                        for side, model, run in ((rows[0], old_model, before),
-                                                 (rows[1], new_model, after)))
-            good = [sum(row["passed"] for row in side) for side in (old, new)]
-            if plans_of[0] is not None:  # proofs: judged on their outcome, not a rate
-                judged = plans.proof_label(*(
-                    {"qualified": tally.state(tally.pairs[(model, case_id)]) == "qualified",
-                     "passed": passes, "runs": len(side)}
-                    for tally, model, passes, side in zip(plans_of, (old_model, new_model),
-                                                          good, (old, new))), levels[1])
-            else:
-                judged = label(good[0], len(old), good[1], len(new))
-            items.append({
-                "label": judged,
-                "confidence": levels[1], "before_confidence": levels[0],
-                "before_model": old_model, "after_model": new_model, "case_id": case_id,
-                "before": old, "after": new,
-                "p_value": None if repeats == 1 else fisher_drop(good[0], len(old),
-                                                                 good[1], len(new)),
-            })
+    items = compared_items((before, after), rows, pairs, levels)
     lines = cautions(before, after, switches, paths)
     if levels[0] != levels[1]:
         lines.append(f"CAUTION: the records were made at different confidences (BEFORE "
@@ -480,6 +454,37 @@ def comparison(before, after, switches=(), paths=None):
     lines[:0] = receipt_cautions(before, after, rows, switches, paths)
     return {"items": items, "cautions": lines, "repeats": repeats,
             "files": files_line(paths, switches)}
+
+
+def compared_items(records, rows, pairs, levels):
+    """One item per compared (model, case): its label, its rows before and after,
+    its p-value (repeats above 1) and the confidence each record states bounds at."""
+    plans_of = [proof_tally(run, side) for run, side in zip(records, rows)]
+    items = []
+    for old_model, new_model in pairs:
+        for case_id in sorted((case["id"] for case in records[0]["config"]["cases"]),
+                              key=natural):
+            old, new = ([side[(model, case_id, repeat)]
+                         for repeat in range(run["config"]["repeats"])
+                         if (model, case_id, repeat) in side]
+                        for side, model, run in zip(rows, (old_model, new_model), records))
+            good = [sum(row["passed"] for row in side) for side in (old, new)]
+            if plans_of[0] is not None:  # proofs: judged on their outcome, not a rate
+                judged = plans.proof_label(*(
+                    {"qualified": tally.state(tally.pairs[(model, case_id)]) == "qualified",
+                     "passed": passes, "runs": len(side)}
+                    for tally, model, passes, side in zip(plans_of, (old_model, new_model),
+                                                          good, (old, new))), levels[1])
+            else:
+                judged = label(good[0], len(old), good[1], len(new))
+            single = records[0]["config"]["repeats"] == 1
+            items.append({
+                "label": judged, "confidence": levels[1], "before_confidence": levels[0],
+                "before_model": old_model, "after_model": new_model, "case_id": case_id,
+                "before": old, "after": new,
+                "p_value": None if single else fisher_drop(good[0], len(old), good[1], len(new)),
+            })
+    return items
 
 
 def proof_tally(run, rows):
@@ -588,8 +593,8 @@ def demo_record(created_at, unsafe_models):
         "created_at": created_at,
         # A deep copy, so that nothing done to a demo record reaches regression's own.
         "config": copy.deepcopy(regression.run_config([DEMO_MODEL], regression.CASES, 1)),
-        "sdk_version": regression.sdk_version(),
-        "code_sha256": regression.code_sha256(),
+        "sdk_version": runs.sdk_version(),
+        "code_sha256": record.code_sha256(),
         "checker_sha256": record.checker_sha256(),
         "evidence": "synthetic",
         "runs": rows,

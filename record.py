@@ -65,6 +65,10 @@ HIDDEN_NAME = 32  # characters of the record's name kept in its hidden files' na
 ROW_FIELDS = ("case_id", "model", "error", "cost_usd", "response", "answer_text", "reasons",
               "seconds", "passed", "repeat")
 JUDGED = ("reasons", "passed", "cost_usd", "answer_text", "answered_model")  # re-derived
+HERE = os.path.dirname(os.path.abspath(__file__))
+RUNNER_MODULES = ("regression.py", "runs.py", "wire.py", "batching.py", "sending.py",
+                  "suites.py", "checker.py", "plans.py", "record.py", "reports.py",
+                  "vocabulary.py")  # the code a record's runner_sha256 names
 
 # --------------------------------------------------------------------------
 # Pure: JSON text and validation.
@@ -615,9 +619,17 @@ def checker_sha256():
     return file_sha256(checker.__file__)
 
 
+def code_sha256():
+    """The hash of regression.py (a record's code_sha256, as published), read
+    without importing it."""
+    return file_sha256(os.path.join(HERE, "regression.py"))
+
+
 def runner_sha256():
-    """The hash of regression.py (a record's code_sha256), read without importing it."""
-    return file_sha256(os.path.join(os.path.dirname(os.path.abspath(__file__)), "regression.py"))
+    """The hash of every module that makes a record (a record's runner_sha256):
+    a record is resumed only by the code that made it."""
+    digests = "".join(file_sha256(os.path.join(HERE, name)) for name in RUNNER_MODULES)
+    return hashlib.sha256(digests.encode()).hexdigest()
 
 
 # --------------------------------------------------------------------------

@@ -23,6 +23,7 @@ import xml.etree.ElementTree as ET
 from unittest import mock
 
 import regression
+import runs
 from testing import CHROMIUM, HERE, clean_env, cli, dump_dom, in_process, loopback_env, \
     loopback_server, read_json, read_text, slow, temp_dir, wait_until, workflow_step
 
@@ -189,7 +190,7 @@ class SideBySideTest(unittest.TestCase):
     def test_agent_only_config_is_unchanged(self):
         with mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": "test-key-0123"}):
             args = regression.parse_args(["--out", "never-written.json"])
-        config = regression.prepare(args).head["config"]
+        config = runs.prepare(args, regression.asking()).head["config"]
         self.assertEqual(list(config), ["models", "cases", "instructions", "tool",
                                         "response_format", "repeats", "max_steps",
                                         "max_output_tokens", "timeout_seconds"])

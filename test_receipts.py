@@ -22,6 +22,8 @@ import compare_runs
 import evidence_page
 import record
 import regression
+import runs
+import wire
 import sending
 import simulated_api
 from test_batch import BatchHarness
@@ -205,8 +207,8 @@ class ReceiptOnTheWireTest(Harness):
                     transport=httpx.MockTransport(answer)))
                 sender = sending.RetryingClient(
                     client, 0, sending.Pause(), [], "m rate-limit", 10,
-                    functools.partial(regression.finished, client, on_receipt=lambda i: None),
-                    functools.partial(regression.fetched, client))
+                    functools.partial(wire.finished, client, on_receipt=lambda i: None),
+                    functools.partial(wire.fetched, client))
                 row = regression.run_one(sender, case, "m", background=True)
                 self.assertEqual((row["reasons"], seen), ([], ["POST", "GET"]))
 
@@ -215,18 +217,18 @@ class ReceiptOnTheWireTest(Harness):
             with self.subTest(bad=bad[:20]):
                 run = mock.Mock(secrets=[KEY], pending={})
                 with self.assertRaises(ValueError):
-                    regression.Run.received(run, 0, bad)
+                    runs.Run.received(run, 0, bad)
                 run.keep.assert_not_called()
 
     def test_a_receipt_holding_the_key_is_dropped(self):
         run = mock.Mock(secrets=[KEY], pending={})
         with self.assertRaises(ValueError) as refused:
-            regression.Run.received(run, 0, f"resp_{KEY}")
+            runs.Run.received(run, 0, f"resp_{KEY}")
         self.assertIn("sent again", str(refused.exception))
         run.keep.assert_not_called()
 
     def test_a_refused_receipt_stops_the_run_with_exit_2_and_it_resumes(self):
-        original = regression.Run.received
+        original = runs.Run.received
         calls = []
 
         def refuse_first(run, index, response_id):
@@ -235,7 +237,7 @@ class ReceiptOnTheWireTest(Harness):
                 raise ValueError("refused")
             return original(run, index, response_id)
 
-        with mock.patch.object(regression.Run, "received", refuse_first):
+        with mock.patch.object(runs.Run, "received", refuse_first):
             code, output, errors = self.main()
         self.assertEqual(code, 2)
         self.assertIn("ReceiptNotKept", output)
@@ -411,6 +413,6 @@ class TheApiAsDocumentedTest(Harness):
             with self.subTest(name):
                 client = Perplexity(api_key=KEY, max_retries=0, http_client=httpx.Client(
                     transport=httpx.MockTransport(lambda request, reply=reply: reply)))
-                names, why_not = regression.listed_models(client, [KEY])
+                names, why_not = wire.listed_models(client, [KEY])
                 self.assertIsNone(names)
                 self.assertTrue(why_not)

@@ -26,11 +26,15 @@ import httpx
 from perplexity import Perplexity
 from perplexity.generated.api import ApiChatCompletionsRequestInput
 
+import batching
 import checker
 import record
 import regression
 import sending
 import simulated_api
+import wire
+
+regression_hash, runner_hash = record.code_sha256, record.runner_sha256  # names shadowed below
 from testing import KEY, Harness, cli, quiet, read_json, read_text, slow
 
 CASE = {case["id"]: case for case in regression.CASES}
@@ -439,13 +443,13 @@ class ChatCheckTest(unittest.TestCase):
         raw = chat_body()
         raw["choices"][0]["message"]["content"] = [{"type": "text", "text": "{\"a\""},
                                                    {"type": "text", "text": ": 1}"}]
-        self.assertEqual(regression.chat_answer_text(raw), '{"a": 1}')
+        self.assertEqual(checker.chat_answer_text(raw), '{"a": 1}')
         for broken in (None, {}, {"choices": []}, {"choices": [None]}, {"usage": 3}):
             with self.subTest(broken=broken):
-                normal = regression.chat_as_agent(broken)
+                normal = checker.chat_as_agent(broken)
                 self.assertNotEqual(normal["status"], "completed")
                 self.assertIsNone(regression.reported_cost(normal))
-                self.assertIsNone(regression.chat_answer_text(broken))
+                self.assertIsNone(checker.chat_answer_text(broken))
 
 
 class MainTest(Harness):
@@ -502,7 +506,8 @@ class MainTest(Harness):
             "response_format": regression.FORMAT, "repeats": 1, "max_steps": 5,
             "max_output_tokens": 4096, "timeout_seconds": 180})
         self.assertEqual(record["sdk_version"], "0.46.1")
-        self.assertEqual(record["code_sha256"], regression.code_sha256())
+        self.assertEqual(record["code_sha256"], regression_hash())
+        self.assertEqual(record["runner_sha256"], runner_hash())
         self.assertTrue(record["created_at"].endswith("+00:00"))
         self.assertNotIn("evidence", record)
 
@@ -839,7 +844,7 @@ class ResumeTest(Harness):
             ("instructions not text", variant(lambda r: r["config"].update(instructions=7)),
              "instructions"),
             ("tool", variant(lambda r: r["config"]["tool"].update(max_results=9)), "tool"),
-            ("code", variant(lambda r: r.update(code_sha256="0" * 64)), "code_sha256"),
+            ("code", variant(lambda r: r.update(runner_sha256="0" * 64)), "runner_sha256"),
             ("sdk", variant(lambda r: r.update(sdk_version="0.1.0")), "perplexityai"),
             ("foreign row", variant(lambda r: r["runs"].append(dict(r["runs"][0], repeat=5))),
              "not one of the record's planned requests"),
@@ -1379,7 +1384,7 @@ class InstructionsAndRegradeTest(Harness):
         self.assertEqual(regraded["config"], original["config"])
         self.assertEqual(regraded["regraded_from"]["path"], self.out)
         self.assertEqual(regraded["regraded_from"]["code_sha256"], original["code_sha256"])
-        self.assertEqual(regraded["code_sha256"], regression.code_sha256())
+        self.assertEqual(regraded["code_sha256"], regression_hash())
         failing = {(r["model"], r["case_id"]) for r in regraded["runs"] if not r["passed"]}
         self.assertEqual(failing, {(m, "rate-limit") for m in regression.MODELS})
         self.assertEqual([r["response"] for r in regraded["runs"]],
@@ -1546,8 +1551,8 @@ class EvidenceTest(Harness):
                 self.assertEqual((row["error"], row["reasons"]), (error, ["execution_error"]))
 
     def test_a_response_over_the_limit_keeps_its_id_size_and_first_characters(self):
-        with mock.patch.object(regression, "MAX_RESPONSE_CHARS", 100), \
-                mock.patch.object(regression, "RESPONSE_HEAD_CHARS", 50):
+        with mock.patch.object(wire, "MAX_RESPONSE_CHARS", 100), \
+                mock.patch.object(wire, "RESPONSE_HEAD_CHARS", 50):
             code, _, _ = self.main()
         self.assertEqual(code, 2)
         row = self.record()["runs"][0]
@@ -1799,8 +1804,8 @@ class ReceiptTest(Harness):
         receipts = []
         sender = sending.RetryingClient(
             client, 0, sending.Pause(), [], "m rate-limit", 10,
-            functools.partial(regression.finished, client, on_receipt=receipts.append),
-            functools.partial(regression.fetched, client))
+            functools.partial(wire.finished, client, on_receipt=receipts.append),
+            functools.partial(wire.fetched, client))
         row = regression.run_one(sender, case, "m", background=True)
         self.assertEqual(row["reasons"], [])
         self.assertEqual(receipts, ["resp_sim_1"])
@@ -1857,7 +1862,7 @@ class TypedRequestTest(unittest.TestCase):
         from perplexity.generated.api import ResponsesRequestInput
 
         (plain,) = self.bodies("openai/gpt-5.6-sol", regression.INSTRUCTIONS, False)
-        line = json.loads(regression.batching.input_line(
+        line = json.loads(batching.input_line(
             7, regression.agent_request(PAYMENT, "openai/gpt-5.6-sol")))
         self.assertEqual({key: line[key] for key in ("custom_id", "method", "url")},
                          {"custom_id": "row-7", "method": "POST", "url": "/v1/responses"})
