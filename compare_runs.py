@@ -396,7 +396,11 @@ def cautions(before, after, switches, paths):
         turned = [word for old, new in switches for word in ("--switch", f"{new}={old}")]
         swapped = paths and command(paths[1], paths[0], *turned)
         lines.append(line + (f"; if so, run: {swapped}" if swapped else ""))
-    for field in ("sdk_version", "code_sha256"):
+    # Every module that makes a record (runner_sha256), or regression.py alone for
+    # records made before that field (code_sha256, as published).
+    made_by = ("runner_sha256" if "runner_sha256" in before and "runner_sha256" in after
+               else "code_sha256")
+    for field in ("sdk_version", made_by):
         if before.get(field) != after.get(field):
             lines.append(f"CAUTION: changed {field}: {shown(before.get(field))} -> "
                          f"{shown(after.get(field))}; a difference may come from the tooling, "
