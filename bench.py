@@ -467,6 +467,50 @@ def large_answers_table():
         shutil.rmtree(folder)
 
 
+def readers_of_large_answers_table():
+    """Peak memory of every reader of a record of 80 rows of ~1 MB: --regrade,
+    --regrade --html, --resume of a record missing rows in the middle (it sends
+    them again) and compare_runs.py --html, each in its own process."""
+    folder = tempfile.mkdtemp()
+    try:
+        with simulated_process("--cases", os.path.join(HERE, "examples", "cases.json"),
+                               "--unsafe", "--snippet-bytes", "1000000") as server:
+            env = cli_env(server)
+            runner = [sys.executable, os.path.join(HERE, "regression.py")]
+            first = os.path.join(folder, "first.json")
+            code, _, _, error = measured([*runner, "--models", "bench/a", "bench/b", "--repeats",
+                                          "10", "--jobs", "8", "--out", first], env)
+            assert code == 0, f"the run exited {code}: {error[-500:]}"
+            gap = os.path.join(folder, "gap.json")
+            with open(first, "rb") as source, open(gap, "wb") as target:
+                rows = 0  # ten rows missing in the middle, the file in the runner's layout
+                for line in source:
+                    if line.startswith(b'{"case_id"') or line.startswith(b'{"repeat"'):
+                        rows += 1
+                        if 31 <= rows <= 40:
+                            continue
+                    target.write(line)
+            commands = [
+                ("--regrade", [*runner, "--regrade", first, "--out",
+                               os.path.join(folder, "re.json")]),
+                ("--regrade --html", [*runner, "--regrade", first, "--out",
+                                      os.path.join(folder, "re2.json"), "--html",
+                                      os.path.join(folder, "re2.html")]),
+                ("--resume (10 missing)", [*runner, "--resume", gap]),
+                ("compare_runs.py --html", [sys.executable, os.path.join(HERE, "compare_runs.py"),
+                                            first, os.path.join(folder, "re.json"), "--html",
+                                            os.path.join(folder, "cmp.html")]),
+            ]
+            print("Readers of a record of 80 rows of ~1 MB (80 MB), peak resident memory")
+            print(f"{'command':>24} {'wall s':>7} {'peak MiB':>9}")
+            for name, command in commands:
+                code, wall, peak, error = measured(command, env)
+                assert code in (0, 1), f"{name} exited {code}: {error[-500:]}"
+                print(f"{name:>24} {wall:>7.1f} {peak:>9.0f}")
+    finally:
+        shutil.rmtree(folder)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=50, metavar="N",
@@ -482,6 +526,8 @@ def main(argv=None):
         batch_table()
         print()
         large_answers_table()
+        print()
+        readers_of_large_answers_table()
         return 0
     row_cost_table()
     print()
@@ -511,6 +557,8 @@ def main(argv=None):
     batch_table()
     print()
     large_answers_table()
+    print()
+    readers_of_large_answers_table()
     return 0
 
 

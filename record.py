@@ -50,6 +50,7 @@ FULL_RECORD_BYTES = 256 << 20  # a run starts no request past this size, so its 
                                # (plus the rows in flight) stays readable
 READ_TRIES = 5  # re-reads of a record that a running save keeps changing
 CREATE_ROWS = 500  # rows a resume writes into a new record before writing more
+CREATE_BYTES = 8 << 20  # or bytes of them: rows of 1 MB answers must not pile up in memory
 PENDING_BYTES = 4 << 20  # rows held in memory while an earlier one is missing
 COPY_BYTES = 1 << 20  # the second slot is copied from the first this much at a time
 CASE_FIELDS = ("id", "expected", "rfc", "action", "question")
@@ -889,6 +890,7 @@ class RecordFile:
         # end (reorder). order: the plan index of each place in prefix.
         self.order, self.spans, self.unordered = [], [], False
         self.rows = 0  # rows in prefix: the next one needs a separator
+        self.held = 0  # bytes of rows in prefix not yet written to every slot
         self.slots = []  # [{"path", "fd", "rows", "offset"}]
         self.live = 0  # the slot linked at the path: never written in place
         self.lock = None
@@ -918,7 +920,8 @@ class RecordFile:
                 self.skip(index)
             for count, (index, row) in enumerate(rows, 1):
                 self.add(index, row)
-                if count % CREATE_ROWS == 0 and not self.pending:  # rows after a gap wait
+                if ((count % CREATE_ROWS == 0 or self.held >= CREATE_BYTES)
+                        and not self.pending):  # rows after a gap wait
                     self.fill(slot, tail)
                     self.free()
             self.fill(slot, tail)
@@ -982,6 +985,7 @@ class RecordFile:
         self.prefix.append((b",\n" if self.rows else b"\n") + data)
         self.order.append(index)
         self.rows += 1
+        self.held += len(data)
 
     def save(self, tail, final=False, durable=True):
         """Checkpoint every row added so far, atomically (a slot written, then
@@ -1010,6 +1014,7 @@ class RecordFile:
         if written > self.freed:
             self.prefix[self.freed:written] = [None] * (written - self.freed)
             self.freed = written
+            self.held = sum(len(data) for data in self.prefix[written:] if data)
 
     def close(self):
         """Drop the slot files and the lock; the path keeps the last save."""
