@@ -83,6 +83,7 @@ from vocabulary import (BETTER, COUNT_WORDS, GATING, LABELS, NEW_FAILURE, WORSE,
 
 SWITCHABLE = {"instructions", "models", "chat_request"}  # config keys --switch lets differ
 DEMO_MODEL = "offline/model"  # plainly fictional: no model is called
+SWAPPED = "is newer than AFTER"  # the words of the out-of-time-order caution
 SHOWN_CHARS = 80  # longest value from a record printed as it is; longer is "(unreadable)"
 MESSAGE_CHARS = 500  # longest reason printed: a hostile record may name anything at length
 MAX_DIFF_LINES = 10_000  # instruction lines counted by difflib, whose cost grows quadratically
@@ -158,6 +159,12 @@ def count_line(items, repeats):
                                                       counts[name] != 1 else "")
              for name in shown_labels]
     return f"compared {len(items)}: " + ", ".join(words)
+
+
+def swapped(cautions):
+    """The caution that BEFORE started after AFTER, which every view shows next
+    to its verdict (comparing out of time order stays allowed)."""
+    return [line for line in cautions if SWAPPED in line]
 
 
 def files_line(paths, switches):
@@ -390,8 +397,8 @@ def cautions(before, after, switches, paths):
     times = created(before.get("created_at")), created(after.get("created_at"))
     if None not in times and times[0] > times[1]:
         names = [f"{one_line(path, 200)}, " for path in paths] if paths else ["", ""]
-        line = (f"CAUTION: BEFORE ({names[0]}{shown(before['created_at'])}) is newer than "
-                f"AFTER ({names[1]}{shown(after['created_at'])}); the files look swapped")
+        line = (f"CAUTION: BEFORE ({names[0]}{shown(before['created_at'])}) {SWAPPED} "
+                f"({names[1]}{shown(after['created_at'])}); the files look swapped")
         # Swapping the files reverses the comparison, so every switch turns round too.
         turned = [word for old, new in switches for word in ("--switch", f"{new}={old}")]
         swapped = paths and command(paths[1], paths[0], *turned)
@@ -541,6 +548,8 @@ def show(result):
     for item in result["items"]:
         say(item_line(item, result["repeats"]))
     say(count_line(result["items"], result["repeats"]))
+    for line in swapped(result["cautions"]):  # beside the verdict, where it is read
+        say(line)
     return 1 if any(item["label"] in GATING for item in result["items"]) else 0
 
 

@@ -230,8 +230,9 @@ def compare_markdown(title, items, cautions):
          item["case_id"], side(item["before"]), side(item["after"]), p_text(item["p_value"])]
         for item in items if item["label"] != "PASS"
     ]
-    parts = [f"## {cell(title)}", count_table]
-    parts += [f"> {cell(caution)}" for caution in cautions]
+    first = [caution for caution in cautions if "is newer than AFTER" in caution]  # swapped
+    parts = [f"## {cell(title)}", *[f"> **{cell(caution)}**" for caution in first], count_table]
+    parts += [f"> {cell(caution)}" for caution in cautions if caution not in first]
     if listed:
         parts.append(table(["label", "model", "case", "before", "after", "p (rate fell)"],
                            listed))

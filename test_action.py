@@ -148,6 +148,11 @@ class DecisionsTest(unittest.TestCase):
                       "[this run](https://github.com/a/b/actions/runs/9)", body)
         self.assertNotIn("run page", body)  # no URL, no link
 
+    def test_the_comment_carries_the_swapped_caution_by_its_verdict(self):
+        caution = "CAUTION: BEFORE (b.json, 2026-03-02) is newer than AFTER (a.json, 2026-03-01)"
+        body = comment.comment_body({**said(), "cautions": [caution]}, {})
+        self.assertLess(body.index("compared 4:"), body.index(f"**{caution}**"))
+
     def test_the_comment_cannot_be_forged_by_a_name(self):
         hostile = "m|x <img src=x onerror=1> [link](https://evil.example)"
         body = comment.comment_body(

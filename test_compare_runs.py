@@ -442,6 +442,21 @@ class CautionTest(Files, unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
         self.assertNotIn("CAUTION", result.stdout)
 
+    def test_the_swapped_caution_stands_by_the_verdict_in_every_view(self):
+        before = self.write("before.json", dict(record(), created_at="2026-03-02T00:00:00+00:00"))
+        after = self.write("after.json", fail(dict(record(), created_at="2026-03-01T00:00:00"
+                                                              "+00:00"), "rate-limit"))
+        summary = os.path.join(self.folder, "s.md")
+        code, output, _ = self.main(before, after, "--summary-md", summary)
+        self.assertEqual(code, 1)
+        lines = output.splitlines()
+        self.assertTrue(lines[-2].startswith("compared 4:"), lines[-2])
+        self.assertTrue(lines[-1].startswith("CAUTION: BEFORE ("), lines[-1])
+        self.assertFalse(any(word in lines[-1].split("; if so")[0]
+                             for word in compare_runs.LABELS))
+        markdown = read_text(summary)
+        self.assertLess(markdown.index("> **CAUTION: BEFORE ("), markdown.index("| label |"))
+
     def test_unreadable_or_ordered_created_at_prints_no_order_caution(self):
         for before_time, after_time in [("yesterday", CREATED), (5, CREATED), (CREATED, None),
                                         ("2026-03-01T12:00:00", "2026-03-01T13:00:00+00:00")]:

@@ -62,6 +62,7 @@ def comment_body(said, links):
         parts.append(f"Run: {cell(said['run_verdict'])}")
     if said.get("compared"):
         parts.append(f"Against {cell(said['baseline'])}: {cell(said['compared'])}")
+        parts += [f"**{cell(line)}**" for line in said.get("cautions", [])]
         rows = said["changed"]
         if rows:
             table = ["| label | model | case | before | after |", "|---|---|---|---|---|"]

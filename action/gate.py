@@ -261,6 +261,7 @@ def gate(env, child, folder):
                 if compare_code in (0, 1) else None
             if result is not None:
                 said["compared"] = compare_runs.count_line(result["items"], result["repeats"])
+                said["cautions"] = compare_runs.swapped(result["cautions"])
                 said["changed"] = changed_rows(result["items"])
                 said["new_failures"] = sum(1 for item in result["items"]
                                            if item["label"] in GATING)
