@@ -110,8 +110,12 @@ def validate_cases(data, source):
                        else f"missing field {missing[0]}")
             raise UserError(f"{where}: {problem}; a case has exactly {', '.join(CASE_FIELDS)}")
         for field, rule, wanted in rules:
+            if isinstance(case[field], (int, float)) and not isinstance(case[field], bool):
+                raise UserError(f"{where}: field {field} must be text in quotes, like "
+                                f'"{case[field]}", not the number {case[field]}')
             if not isinstance(case[field], str) or not rule(case[field]):
-                raise UserError(f"{where}: field {field} must be {wanted}")
+                raise UserError(f"{where}: field {field} must be {wanted}, got "
+                                f"{str(case[field])[:40]!r}")
         if case["id"] in seen:
             raise UserError(f"{where}: field id repeats an earlier case")
         seen.add(case["id"])

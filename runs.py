@@ -45,6 +45,11 @@ MAX_RETRIES = 10  # extra attempts after a 429 or 503 that --retries allows
 MAX_BUDGET_DIGITS = 12  # --max-cost between 1e-12 and 1e12 USD: any real budget
 DEFAULT_RETRIES = 2  # a 429 or 503 is usually over after a wait or two
 MAX_INSTRUCTIONS_BYTES = 64 << 10  # an instructions file is a page of rules, not a book
+# Statuses defined outside RFC 9110, by the RFC that defines them (a case may cite it).
+DEFINING_RFC = {"429": "rfc6585", "428": "rfc6585", "431": "rfc6585", "511": "rfc6585",
+                "451": "rfc7725", "103": "rfc8297", "425": "rfc8470", "207": "rfc4918",
+                "423": "rfc4918", "424": "rfc4918", "507": "rfc4918", "208": "rfc5842",
+                "508": "rfc5842", "226": "rfc3229", "510": "rfc2774"}
 REPORTS = ("junit", "summary_md", "html")  # report options, kept in the record's execution
 DEMO_MODELS = ["offline/careful", "offline/hasty"]  # fictional on purpose
 
@@ -166,7 +171,25 @@ def load_cases(path):
     except (UnicodeDecodeError, tomllib.TOMLDecodeError, json.JSONDecodeError,
             RecursionError) as exc:
         raise UserError(f"{path}: cannot parse it ({exc})") from None
-    return record.validate_cases(parsed, path)
+    cases = record.validate_cases(parsed, path)
+    for number, case in enumerate(cases, 1):
+        problem = citation_rule_problem(case)
+        if problem:
+            raise UserError(f"{path}: case {number} ({case['id']}): {problem}")
+    return cases
+
+
+def citation_rule_problem(case):
+    """Why a case of the built-in domain breaks its published rule (a 429 cites
+    RFC 6585, any other status RFC 9110 or its own defining RFC), or None: a run
+    of it would report a false failure, as the instructions ask for that RFC."""
+    own = DEFINING_RFC.get(case["expected"])
+    wanted = [own] if case["expected"] == "429" else ["rfc9110", *([own] if own else [])]
+    if case["rfc"] in wanted:
+        return None
+    return (f"field rfc is {case['rfc']}, but status {case['expected']} is cited with "
+            f"{' or '.join(wanted)} (the built-in instructions' rule); give rfc "
+            f"{wanted[0]!r}")
 
 
 def load_instructions(path):

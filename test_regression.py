@@ -30,6 +30,7 @@ import batching
 import checker
 import record
 import regression
+import runs
 import sending
 import simulated_api
 import wire
@@ -935,6 +936,26 @@ class CasesFileTest(Harness):
                 code, _, errors = self.main("--cases", self.write(name, text))
                 self.assertEqual(code, 2)
                 self.assertIn(words, errors)
+
+    def test_a_case_breaking_the_domains_citation_rule_names_case_field_and_value(self):
+        case = {"id": "slow-down", "expected": "429", "rfc": "rfc9110",
+                "action": "wait_then_retry", "question": "Response: 429"}
+        for name, change, words in (
+                ("429 with rfc9110", {}, "case 1 (slow-down): field rfc is rfc9110, but status "
+                 "429 is cited with rfc6585 (the built-in instructions' rule); give rfc "
+                 "'rfc6585'"),
+                ("503 with rfc6585", {"expected": "503", "rfc": "rfc6585"}, "give rfc 'rfc9110'"),
+                ("an integer status", {"expected": 429}, 'field expected must be text in quotes, '
+                 'like "429", not the number 429')):
+            with self.subTest(name):
+                path = self.write("c.json", json.dumps([{**case, **change}]))
+                code, _, errors = self.main("--cases", path)
+                self.assertEqual(code, 2)
+                self.assertIn(words, errors)
+                self.assertEqual(self.state["requests"], [])
+        fine = self.write("ok.json", json.dumps([{**case, "expected": "451", "rfc": "rfc7725",
+                                                  "question": "Response: 451"}]))
+        self.assertEqual(runs.load_cases(fine)[0]["rfc"], "rfc7725")  # its own defining RFC
 
     def test_missing_case_file_exits_2(self):
         code, _, errors = self.main("--cases", self.path("none.json"))
