@@ -358,13 +358,16 @@ class Run:
         return "regression.py" if self.cases == checker.CASES else self.out
 
 
-def execution_of(args, previous=None):
+def execution_of(args, out, previous=None):
     """Settings that cannot change an answer; a resume keeps the record's jobs,
-    retries, budget and report paths unless new ones are given. UserError for
-    a tampered budget."""
+    retries, budget and report paths unless new ones are given. Report paths are
+    saved relative to the record's own folder (out's), so a record moved with
+    its reports (a CI artifact) still finds them. UserError for a tampered budget."""
     previous = previous if isinstance(previous, dict) else {}
+    here = os.path.dirname(os.path.abspath(out))
     given = {"max_cost": None if args.max_cost is None else str(args.max_cost),
-             **{name: getattr(args, name) for name in REPORTS}}
+             **{name: getattr(args, name) and os.path.relpath(os.path.abspath(
+                 getattr(args, name)), here) for name in REPORTS}}
     execution = {}
     for name, default, low, high in (("jobs", 1, 1, MAX_JOBS),
                                      ("retries", DEFAULT_RETRIES, 0, MAX_RETRIES)):
@@ -388,6 +391,24 @@ def execution_of(args, previous=None):
         except argparse.ArgumentTypeError:
             raise UserError("its execution.max_cost is not a budget; give --max-cost USD")
     return execution
+
+
+def report_paths(execution, out):
+    """{report: the path to write it at} from the record's saved paths, resolved
+    from the record's folder as it is now; a report whose folder is gone is
+    written beside the record instead, and that is said."""
+    here = os.path.dirname(os.path.abspath(out))
+    paths = {}
+    for name in REPORTS:
+        saved = execution.get(name)
+        path = None if saved is None else os.path.normpath(os.path.join(here, saved))
+        if path is not None and not os.path.isdir(os.path.dirname(path)):
+            moved = os.path.join(os.path.dirname(out), os.path.basename(path))
+            warn(f"the folder of the saved report {saved} is gone; it is written beside "
+                 f"the record instead: {moved}")
+            path = moved
+        paths[name] = path
+    return paths
 
 
 def check_outputs(out, paths):
@@ -465,7 +486,7 @@ def new_run(args, secrets, ask):
             "suite": suite, "suite_sha256": suites.suite_sha256(suite)}
     if args.demo is not None:
         head["evidence"] = "synthetic"
-    return Run(models, cases, repeats, instructions, out, head, execution_of(args),
+    return Run(models, cases, repeats, instructions, out, head, execution_of(args, out),
                {name: getattr(args, name) for name in REPORTS}, {}, secrets,
                demo=args.demo, batch={"parts": []} if args.batch else None,
                cases_file=args.suite or args.cases, suite=suite, ask=ask)
@@ -501,7 +522,7 @@ def resume_run(args, path, secrets, ask):
     pending = record.validate_pending(saved, run_order(models, cases, repeats), kept)
     batch = record.validate_batch(saved, len(where))
     previous = saved.get("execution")
-    execution = execution_of(args, previous)
+    execution = execution_of(args, path, previous)
     times = previous.get("resumed", 0) if isinstance(previous, dict) else 0
     execution["resumed"] = (times if type(times) is int else 0) + 1
     head = {k: v for k, v in saved.items()
@@ -510,7 +531,7 @@ def resume_run(args, path, secrets, ask):
     head["checker_sha256"] = record.checker_sha256()
     head.update(suite=suite, suite_sha256=suites.suite_sha256(suite))
     run = Run(models, cases, repeats, instructions, path, head, execution,
-              {name: execution[name] for name in REPORTS}, kept, secrets, replace=True,
+              report_paths(execution, path), kept, secrets, replace=True,
               pending=pending, batch=batch, suite=suite, ask=ask)
     if batch is not None and args.max_cost is not None and any(
             part["batch_id"] is None for part in batch["parts"] or [{"batch_id": None}]):
@@ -538,7 +559,8 @@ def regrade_run(args, path, secrets, ask):
     if "evidence" in saved:
         head["evidence"] = saved["evidence"]
     run = Run(models, cases, repeats, instructions, args.out or "regraded.json", head,
-              execution_of(args), {name: getattr(args, name) for name in REPORTS},
+              execution_of(args, args.out or "regraded.json"),
+              {name: getattr(args, name) for name in REPORTS},
               {where[key]: row for key, row in rows.items()}, secrets, regrade=True, suite=suite,
               ask=ask)
     run.copied = functools.partial(copied_rows, path, where, set(rows), saved.whole)

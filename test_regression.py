@@ -11,6 +11,7 @@ import json
 import os
 import random
 import shlex
+import shutil
 import stat
 import sys
 import threading
@@ -1011,11 +1012,52 @@ class BudgetAndProgressTest(Harness):
         self.main("--junit", self.path("j.xml"), "--summary-md", self.path("s.md"),
                   "--max-cost", "5")
         record = self.record()
-        self.assertEqual(record["execution"]["junit"], self.path("j.xml"))
-        self.assertEqual(record["execution"]["summary_md"], self.path("s.md"))
+        self.assertEqual(record["execution"]["junit"], "j.xml")  # beside the record
+        self.assertEqual(record["execution"]["summary_md"], "s.md")
         self.assertEqual(record["execution"]["max_cost"], "5")
         for key in ("junit", "summary_md", "max_cost", "jobs", "retries"):
             self.assertNotIn(key, record["config"])
+
+
+class MovedRecordTest(Harness):
+    """A record keeps its report paths relative to its own folder: moved with its
+    reports (a CI artifact), it finds them; their folder gone, they go beside it."""
+
+    def interrupted(self, *reports):
+        self.before_request = lambda request: (
+            request.method == "POST" and len(self.state["requests"]) == 3
+            and (_ for _ in ()).throw(KeyboardInterrupt))
+        with self.assertRaises(KeyboardInterrupt):
+            self.main(*reports)
+        self.before_request = None
+
+    def test_a_moved_record_writes_its_reports_where_it_is_now(self):
+        os.mkdir(self.path("ci"))
+        self.out = self.path("ci/r.json")
+        self.interrupted("--junit", self.path("ci/junit.xml"))
+        moved = self.path("next-job")
+        os.rename(self.path("ci"), moved)
+        code, _, errors = self.main("--resume", os.path.join(moved, "r.json"), out=False)
+        self.assertEqual(code, 0, errors)
+        self.assertIn("<testsuites", read_text(os.path.join(moved, "junit.xml")))
+
+    def test_a_report_whose_folder_is_gone_is_written_beside_the_record(self):
+        os.mkdir(self.path("reports"))
+        self.interrupted("--html", self.path("reports/page.html"))
+        shutil.rmtree(self.path("reports"))
+        code, _, errors = self.main("--resume", self.out, out=False)
+        self.assertEqual(code, 0, errors)
+        self.assertIn("is written beside the record instead", errors)
+        self.assertIn("<!DOCTYPE html>", read_text(self.path("page.html")))
+
+    def test_a_report_given_to_resume_replaces_the_saved_one(self):
+        self.interrupted("--junit", self.path("old.xml"))
+        os.remove(self.path("old.xml"))  # written on the way out of the interrupted run
+        code, _, _ = self.main("--resume", self.out, "--junit", self.path("new.xml"), out=False)
+        self.assertEqual(code, 0)
+        self.assertTrue(os.path.exists(self.path("new.xml")))
+        self.assertFalse(os.path.exists(self.path("old.xml")))
+        self.assertEqual(self.record()["execution"]["junit"], "new.xml")
 
 
 def hinted_args(text, marker):
