@@ -664,8 +664,9 @@ def run_plan(run, args, client, plan, saved):
         if plan.stopped:
             return
     if args.regrade is None and plan.todo and runs.within_budget(run, plan):
-        for index, row in plan.finished():
-            runs.take_row(run, plan, saved, index, row, started)
+        with runs.Progress(run, plan, sys.stderr):
+            for index, row in plan.finished():
+                runs.take_row(run, plan, saved, index, row, started)
 
 
 def start_lines(run, args):

@@ -50,6 +50,8 @@ DEFINING_RFC = {"429": "rfc6585", "428": "rfc6585", "431": "rfc6585", "511": "rf
                 "451": "rfc7725", "103": "rfc8297", "425": "rfc8470", "207": "rfc4918",
                 "423": "rfc4918", "424": "rfc4918", "507": "rfc4918", "208": "rfc5842",
                 "508": "rfc5842", "226": "rfc3229", "510": "rfc2774"}
+PROGRESS_SECONDS = 1.0  # a terminal's status line is redrawn this often
+LOG_SECONDS = 10.0  # a log gets a progress line at most this often
 REPORTS = ("junit", "summary_md", "html")  # report options, kept in the record's execution
 DEMO_MODELS = ["offline/careful", "offline/hasty"]  # fictional on purpose
 
@@ -241,6 +243,7 @@ class Run:
     lock: tuple = None  # a resume's lock on the record, taken before reading it
     started: bool = False  # the record exists on disk
     output_error: str = None  # why standard output failed mid-run
+    progress: object = None  # the status line while answers are pending (Progress)
     warned_cost: bool = False  # a row without a reported cost was mentioned once
     notes: list = dataclasses.field(default_factory=list)  # how far verdicts rest on receipts
     saved_execution: dict = None  # a regrade: the regraded record's own execution
@@ -715,6 +718,8 @@ def take_row(run, plan, saved, index, row, started, save=True):
 def say(run, plan, line):
     """Print a row's line. If standard output is gone (a closed pipe, a full disk)
     start nothing new, but keep saving the answers in flight: they are paid for."""
+    if run.progress is not None:
+        run.progress.clear()  # a row's line never lands in the middle of the status line
     try:
         print(line, flush=True)
     except OSError as exc:
@@ -729,6 +734,75 @@ def silence(stream):
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, stream.fileno())
         os.close(null)
+
+
+class Progress:
+    """What a run is doing while its answers are pending (a live one takes about
+    a minute): on a terminal, one status line on stderr redrawn in place; in a
+    log (not a terminal, e.g. CI), a plain line at most every LOG_SECONDS.
+    Never both, never in stdout, never in the record."""
+
+    def __init__(self, run, plan, stream, clock=time.monotonic):
+        self.run, self.plan, self.stream, self.clock = run, plan, stream, clock
+        try:
+            self.tty = stream.isatty()
+        except (AttributeError, ValueError, OSError):  # closed, or not a real file
+            self.tty = False
+        self.started = self.last_line = clock()
+        self.lock = threading.Lock()
+        self.drawn = False
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+
+    def text(self):
+        tally = self.run.tally
+        spent, known = tally.spent()
+        answered = len(tally.seen)
+        failed = tally.failed
+        total = len(self.run.entries) - len(self.run.dropped)
+        return (f"{answered}/{total} answered, {answered - failed} passed, {failed} failed "
+                f"or no verdict, {self.plan.in_flight} in flight, "
+                f"{'' if known else 'at least '}${spent} so far, "
+                f"{self.clock() - self.started:.0f}s elapsed")
+
+    def tick(self):
+        """Redraw the status line (a terminal), or write a line if the last was
+        LOG_SECONDS ago (a log)."""
+        with self.lock:
+            try:
+                if self.tty:
+                    self.stream.write(f"\r{self.text()}\x1b[K")
+                    self.drawn = True
+                elif self.clock() - self.last_line >= LOG_SECONDS:
+                    self.stream.write(f"waiting: {self.text()}\n")
+                    self.last_line = self.clock()
+                self.stream.flush()
+            except (OSError, ValueError):  # a closed stderr must not end the run
+                self.done.set()
+
+    def clear(self):
+        """Take the status line away before another line is printed."""
+        with self.lock:
+            if self.drawn:
+                with contextlib.suppress(OSError, ValueError):
+                    self.stream.write("\r\x1b[K")
+                    self.stream.flush()
+                self.drawn = False
+
+    def loop(self):
+        while not self.done.wait(PROGRESS_SECONDS):
+            self.tick()
+
+    def __enter__(self):
+        self.run.progress = self
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info):
+        self.done.set()
+        self.thread.join()
+        self.clear()
+        self.run.progress = None
 
 
 def within_budget(run, plan):

@@ -1947,3 +1947,55 @@ class TypedRequestTest(unittest.TestCase):
         self.assertEqual((checker.TOOL["max_tokens"], checker.TOOL["max_tokens_per_page"]),
                          (1000, 1000))
         self.assertNotIn("search_context_size", checker.TOOL)  # a name resolves to a default
+
+
+class ProgressTest(Harness):
+    """While answers are pending: a status line on a terminal, a line at most
+    every 10 s in a log, never in stdout or the record."""
+
+    class Stream(io.StringIO):
+        def __init__(self, tty):
+            super().__init__()
+            self.tty = tty
+
+        def isatty(self):
+            return self.tty
+
+    def progress(self, tty, now):
+        run = mock.Mock(entries=[0] * 8, dropped=set(), tally=checker.Tally(["m"], 2))
+        plan = mock.Mock(in_flight=3)
+        stream = self.Stream(tty)
+        return runs.Progress(run, plan, stream, clock=lambda: now[0]), stream
+
+    def test_a_terminal_gets_one_line_redrawn_in_place(self):
+        now = [100.0]
+        progress, stream = self.progress(True, now)
+        progress.tick()
+        now[0] += 5
+        progress.tick()
+        self.assertEqual(stream.getvalue().count("\r"), 2)
+        self.assertNotIn("\n", stream.getvalue())
+        self.assertTrue(stream.getvalue().endswith("0/8 answered, 0 passed, 0 failed or no "
+                                                   "verdict, 3 in flight, $0 so far, 5s "
+                                                   "elapsed\x1b[K"), stream.getvalue())
+        progress.clear()
+        self.assertTrue(stream.getvalue().endswith("\r\x1b[K"))
+
+    def test_a_log_gets_a_plain_line_at_most_every_10_seconds(self):
+        now = [100.0]
+        progress, stream = self.progress(False, now)
+        for step in (3, 6, 2, 9, 1):  # 3, 9, 11, 20, 21 s
+            now[0] += step
+            progress.tick()
+        self.assertEqual(stream.getvalue().splitlines(), [
+            "waiting: 0/8 answered, 0 passed, 0 failed or no verdict, 3 in flight, $0 so far, "
+            "11s elapsed",
+            "waiting: 0/8 answered, 0 passed, 0 failed or no verdict, 3 in flight, $0 so far, "
+            "21s elapsed"])
+        self.assertNotIn("\r", stream.getvalue())
+
+    def test_a_run_keeps_progress_out_of_stdout_and_the_record(self):
+        code, output, errors = self.main("--jobs", "4")
+        self.assertEqual(code, 0)
+        self.assertNotIn("in flight", output)
+        self.assertNotIn("in flight", read_text(self.out))
