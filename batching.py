@@ -283,7 +283,8 @@ def run_batch(run, client, plan, saved, started):
     if not submitted(run, client, plan, parts, resume) or plan.stopped:
         return
     total = sum(part["stop"] - part["start"] for part in parts)
-    print(f"{total} rows in {len(parts)} batch{'es' if len(parts) > 1 else ''} of the "
+    print(f"{total} row{'s' if total != 1 else ''} in {len(parts)} "
+          f"batch{'es' if len(parts) > 1 else ''} of the "
           f"Batch API ({', '.join(part['batch_id'] for part in parts)}); waiting for the "
           f"answers (within 24 h). Ctrl+C stops the wait, not the batch.", flush=True)
     later = ("it ends with the demo" if run.demo else  # a demo record is never resumed

@@ -307,6 +307,10 @@ def document(suite, url):
     return checker.document(suite["sources"], url) if isinstance(url, str) else None
 
 
+def plural_rows(count):
+    return f"{count:,} row{'' if count == 1 else 's'}"
+
+
 def number_like(value):
     return (isinstance(value, (int, float)) and not isinstance(value, bool)
             and math.isfinite(value) and 0 <= value <= 1)
@@ -470,10 +474,12 @@ def row_html(row, suite, case):
     searched = {document(suite, r.get("url")) for r in results} - {None}
     reasons = listed(field(row, "reasons"))
     ok = passed(row)
-    verdict = "PASS" if ok else "FAIL " + ", ".join(esc(r) for r in reasons)
-    return (f'<details class="row {"pass" if ok else "fail"}"{"" if ok else " open"}>'
+    kind = "pass" if ok else "flaky" if field(row, "error") else "fail"  # no verdict: amber
+    verdict = ("PASS" if ok else f"NO VERDICT ({esc(field(row, 'error'))})" if kind == "flaky"
+               else "FAIL " + ", ".join(esc(r) for r in reasons))
+    return (f'<details class="row {kind}"{"" if ok else " open"}>'
             f"<summary>repeat {esc(field(row, 'repeat'))} · "
-            f'<strong class="{"pass" if ok else "fail"}">{verdict}</strong>{answered_by(row)}'
+            f'<strong class="{kind}">{verdict}</strong>{answered_by(row)}'
             f'</summary><div class="body">{reasons_html(reasons)}'
             f"{answer_html(row, suite, case, searched)}{facts_html(row)}"
             f"{results_html(results, suite)}</div></details>")
@@ -551,10 +557,21 @@ def meta_html(record):
                f"<code>{esc(field(source, 'path'))}</code> (made "
                f"{esc(field(source, 'created_at'))}) judged again by this checker; "
                "nothing was sent.</p>")
-    return (f'{regrade}<p class="meta">suite <strong>{esc(page_suite(record)["name"])}</strong> · '
+    prove, runs = field(config, "prove"), field(config, "repeats")
+    allowed = field(prove, "allow_failures", 0)
+    proof = ("" if not isinstance(prove, dict) or not number_like(field(prove, "rate"))
+             or not number_like(field(prove, "confidence")) or type(runs) is not int
+             or type(allowed) is not int else
+             f'<p class="banner">A PROOF: each (model, case) ran one request at a time until '
+             f"its plan decided it: qualified at {runs - allowed} passes of at most {runs} "
+             f"requests, not qualified at {allowed + 1} failures, proving a pass rate of at "
+             f"least {checker.given_percent(prove['rate'])} % at "
+             f"{checker.given_percent(prove['confidence'])} % confidence.</p>")
+    return (f'{regrade}{proof}<p class="meta">suite '
+            f'<strong>{esc(page_suite(record)["name"])}</strong> · '
             f'created {esc(field(record, "created_at"))} · '
             f"repeats {esc(field(config, 'repeats'))} · "
-            f"{len(listed(field(record, 'runs'))):,} rows · "
+            f"{plural_rows(len(listed(field(record, 'runs'))))} · "
             f"SDK {esc(field(record, 'sdk_version'))} · "
             f"regression.py <code>{esc(sha)}</code> · "
             f"checker.py <code>{esc(judged)}</code> · "
@@ -606,6 +623,8 @@ def group_html(index, case_id, model, rows, suite, case):
     example, and every other row in brief, one line each."""
     good, runs = rate(rows)
     kind = rate_class(good, runs)
+    if kind == "fail" and all(field(row, "error") for row in rows if not passed(row)):
+        kind = "flaky"  # nothing failed a check: the rows that did not pass have no verdict
     failing = sorted((row for row in rows if not passed(row)), key=repeat_key)
     passing = sorted((row for row in rows if passed(row)), key=repeat_key)
     # Only a whole row is shown in full: a light one (record.light) has no receipts.
@@ -667,7 +686,8 @@ def brief_html(rows, suite):
                      f"<td>{cost(field(row, 'cost_usd'))}</td>"
                      f"<td>{number(field(row, 'seconds'))}</td></tr>")
     heads = "".join(f"<th>{esc(name.replace('_', ' '))}</th>" for name in plain)
-    return (f"<details><summary>{len(rows):,} more rows in brief (the record keeps each "
+    return (f"<details><summary>{len(rows):,} more row{'' if len(rows) == 1 else 's'} in brief "
+            "(the record keeps each "
             f"whole response)</summary><table><tr><th>repeat</th><th>verdict</th>{heads}"
             "<th>cited</th><th>search returned</th><th>cost</th>"
             f"<th>seconds</th></tr>{''.join(lines)}</table></details>")

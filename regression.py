@@ -577,9 +577,9 @@ def finish(run, interrupted):
     print(verdict_line(result))
     if run.regrade and not result["complete"]:
         source = run.head["regraded_from"]["path"]
-        if run.head["regraded_from"]["code_sha256"] != code_sha256():
-            print(f"{source} is not complete, and it was made by another regression.py, "
-                  "which --resume refuses: start a new run to get the rest")
+        problem = runs.resume_problem({**run.head, **run.head["regraded_from"]})
+        if problem:  # the one rule: never a command that --resume refuses
+            print(f"{source} is not complete, and --resume refuses it: {problem}")
         else:
             print(f"{source} is not complete; regrade it again once it is finished with: "
                   f"{runs.resume_command(source, run.saved_execution, run.rows.values(), len(run.entries))}")
@@ -685,8 +685,8 @@ def start_lines(run, args):
         print(f"{line} {len(run.todo())} still to send; record: {run.out}"
               + (f"; --max-cost ${limit}." if limit else "."), flush=True)
     if run.regrade:
-        print(f"Re-checked {len(run.rows)} saved rows of {args.regrade} with this checker; "
-              "nothing is sent.")
+        print(f"Re-checked {plans.plural(len(run.rows), 'saved row')} of {args.regrade} with "
+              "this checker; nothing is sent.")
         for note in run.notes:
             print(reports.visible(f"CAUTION: {note}"))
     elif run.replace:  # a resume, even of a record with no row kept
@@ -698,7 +698,8 @@ def start_lines(run, args):
         print(f"Resuming {run.out}: {len(run.rows)} of {len(run.entries)} rows kept, "
               + (f"{batched} to collect from the Batch API (or to submit, where their part "
                  "was not), " if batched else "")
-              + f"{fetch} to fetch by their saved ids (paid for, never sent again), "
+              + f"{fetch} to fetch by their saved ids (paid for already: sent again only if "
+              "the API no longer has it, or its agent run ended without an answer), "
               f"{len(run.entries) - len(run.rows) - fetch - batched} to send.")
         if unknown:
             print(f"{unknown} of those to send may have been paid for already: the run "

@@ -149,6 +149,11 @@ def error_message(exc, secrets):
         message = message.get("message")
     if not isinstance(message, str) or not message:
         message = str(exc) or type(exc).__name__
+    request = getattr(exc, "request", None)
+    url = getattr(request, "url", None) if getattr(exc, "status_code", None) is None else None
+    if url is not None:  # a connection that failed: where it tried, without a query
+        message += f" (tried {getattr(url, 'scheme', '')}://{getattr(url, 'host', '')}" + (
+            f":{url.port}" if getattr(url, "port", None) else "") + f"{getattr(url, 'path', '')})"
     return redact(message, secrets)[:MESSAGE_LIMIT]
 
 

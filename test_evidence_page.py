@@ -750,3 +750,23 @@ class NarrowScreenBrowserTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ProofAndNoVerdictOnThePage(unittest.TestCase):
+    def test_a_proof_page_says_it_is_a_proof(self):
+        record = make_record([make_row(CASES[0], MODELS[0])])
+        record["config"]["prove"] = {"rate": 0.9018, "confidence": 0.95, "repeats": 46,
+                                     "allow_failures": 1}
+        record["config"]["repeats"] = 46
+        page = evidence_page.run_page(record)
+        self.assertIn("A PROOF: each (model, case) ran one request at a time", page)
+        self.assertIn("qualified at 45 passes of at most 46 requests, not qualified at 2 "
+                      "failures, proving a pass rate of at least 90.18 %", page)
+
+    def test_a_row_with_an_execution_error_is_no_verdict_not_a_red_failure(self):
+        row = make_row(CASES[0], MODELS[0], reasons=("execution_error",))
+        row.update(error="APIConnectionError", response=None, answer_text=None)
+        page = evidence_page.run_page(make_record([row]))
+        self.assertIn('<strong class="flaky">NO VERDICT (APIConnectionError)</strong>', page)
+        self.assertNotIn('<details class="row fail"', page)
+        self.assertNotIn('<details class="group fail"', page)

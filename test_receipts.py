@@ -416,3 +416,16 @@ class TheApiAsDocumentedTest(Harness):
                 names, why_not = wire.listed_models(client, [KEY])
                 self.assertIsNone(names)
                 self.assertTrue(why_not)
+
+
+class ConnectionErrorTest(Harness):
+    def test_a_connection_error_names_where_it_tried_without_secrets(self):
+        def refuse(request):
+            raise httpx.ConnectError("connection refused", request=request)
+
+        self.before_request = refuse
+        code, output, errors = self.main("--models", "m1", "--retries", "0")
+        self.assertEqual(code, 2)
+        message = self.record()["runs"][0]["error_message"]
+        self.assertIn("(tried https://api.perplexity.ai/", message)
+        self.assertNotIn(KEY, message + output + errors)
