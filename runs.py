@@ -111,7 +111,7 @@ def next_step(row, out):
         return ("--resume would meet the same 403. Run the Agent API instead into a new "
                 "record (Perplexity's own Sonar is --models perplexity/sonar), and compare a "
                 "chat: record saved before the retirement with it, giving compare_runs.py "
-                f"--switch {row.get('model')}=perplexity/sonar (README: A migration from Sonar).")
+                f"--switch {row.get('model')}=perplexity/sonar (docs/troubleshooting.md: A migration from Sonar).")
     if row.get("error_status") in (400, 403) and "background" in (row.get("error_message")
                                                                   or "").lower():
         return ("The API refused background mode for this organization: start a new run "
@@ -158,6 +158,15 @@ def read_file(path, what, limit):
             return handle.read(limit + 1)
     except OSError as exc:
         raise UserError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+
+
+def demo_clock(demo):
+    """Now, or for the demo the instant SOURCE_DATE_EPOCH names (seconds since
+    1970): `make screenshots` draws the same pages byte for byte each time."""
+    fixed = os.environ.get("SOURCE_DATE_EPOCH", "") if demo is not None else ""
+    if fixed.isdigit():
+        return datetime.fromtimestamp(int(fixed), timezone.utc)
+    return datetime.now(timezone.utc)
 
 
 def load_cases(path):
@@ -480,7 +489,7 @@ def new_run(args, secrets, ask):
         repeats = plans.plan_size(args.prove, level, allowed)
         prove = {"rate": args.prove, "confidence": level, "repeats": repeats,
                  "allow_failures": allowed}
-    head = {"created_at": datetime.now(timezone.utc).isoformat(),
+    head = {"created_at": demo_clock(args.demo).isoformat(),
             "config": ask.config(models, cases, repeats, instructions, prove, suite,
                                  ask.forced_search if args.force_search else None),
             "sdk_version": sdk_version(), "code_sha256": record.code_sha256(),
@@ -676,6 +685,8 @@ def write_reports(run, rows, result):
 def take_row(run, plan, saved, index, row, started, save=True):
     """Keep one finished row: save it (save=False: with a later row), print its
     line, decide whether to go on."""
+    if run.demo is not None and os.environ.get("SOURCE_DATE_EPOCH", "").isdigit():
+        row["seconds"] = 0.0  # a fixed demo clock: the same pages every time
     if row["cost_usd"] is None and not row["error"] and not run.warned_cost:
         run.warned_cost = True
         warn("warning: a row has no reported cost; --max-cost and the running "
