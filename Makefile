@@ -18,7 +18,7 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 TESTS := test_hardening test_action test_record test_signals test_compare_runs test_batch test_suites test_receipts test_plans \
 	test_regression test_proof test_reports test_evidence_page test_simulated_api test_sending test_docs
 
-.PHONY: test test-fast demo bench screenshots clean
+.PHONY: test test-fast demo bench screenshots mutate clean
 
 # Before anything is installed (the stamp is missing or older than
 # requirements.txt): a Python older than 3.11 gets one line, not a pip error.
@@ -67,6 +67,13 @@ demo: $(STAMP)
 	echo "make demo: OK. Both scripts caught the planted unsafe payment advice (exit 1, as designed)."; \
 	echo "Evidence: $$dir/run/results.json, $$dir/compare/before.json, $$dir/compare/after.json"; \
 	echo "Pages (open in a browser): $$dir/run.html, $$dir/comparison.html"
+
+# Mutation testing, dev only: killed/total per module and the survivors; never gates
+# (about 5 minutes a module). MUTATE_ARGS=--head tests the last commit.
+MUTATE_MODULES ?= checker.py suites.py reports.py batching.py evidence_page.py
+mutate: $(DEV_STAMP)
+	$(PY) tools/mutate.py $(MUTATE_MODULES) --sample 40 --seed 1 --jobs 2 --list-survivors \
+		--equivalent tools/equivalent.txt $(addprefix --tests ,$(TESTS)) $(MUTATE_ARGS)
 
 bench: $(STAMP)
 	$(PY) bench.py
