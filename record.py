@@ -1,26 +1,28 @@
 """The record on disk: one writer, one reader, one validator.
 
-Every script that touches a saved run goes through this module: regression.py
+Every script that touches a saved run goes through this module: runs.py
 writes a record with RecordFile and reads one back for --resume and --regrade;
-compare_runs.py and the reports read and validate it. Of the project it
-imports only the checker (pure), never the SDK, so comparing two files starts
-fast.
+compare_runs.py, history.py and the pages read it with load(). It imports the
+pure modules only (checker, suites, plans), never the SDK, so reading a record
+starts fast.
 
-    record = read_record("results.json")          # ValueError with the reason
-    rows = validate_record(record)                # {(model, case id, repeat): row}
+    saved = load("results.json")                  # UserError with the reason
+    rows = saved.check()                          # {(model, case id, repeat): row}
+    summary = derived_summary(saved)              # counted from the rows judged again
 
-validate_record judges every row again from its saved response with the one
-checker: no reader trusts a saved answer_text, reasons or passed. A record
-made by this checker whose saved verdict does not follow from its response
-was edited, and is refused.
+load() reads a record a row at a time and judges every row again from its
+saved response with the one checker (its suite's rules): no reader trusts a
+saved answer_text, reasons or passed. A record made by this checker whose
+saved verdict does not follow from its response was edited, and is refused;
+so is a receipt (a response id) held by two rows.
 
     with RecordFile.create("new.json", head, tail) as saved:
         saved.add(0, row)                         # rows in any order, by plan index
         saved.save(tail)                          # atomic, costs one row's bytes
 
-A reader that opens the record while a run is saving it uses read_record: it
-re-reads when the file changed under it (see read_record), so it never sees a
-half-written record.
+A save writes a slot file beside the record and renames it over the record's
+path, so a reader never sees a half-written record; a reader that finds the
+file changed while it read it reads again.
 """
 
 import contextlib
