@@ -545,6 +545,25 @@ def api_client(run):
             server.stop()
 
 
+def proof_lines(run, result):
+    """After a proof: the requests it sent (errors re-sent on top of the plan), and
+    what its verdict holds for each pair and for all pairs together."""
+    if not run.prove or run.regrade:
+        return []
+    pairs = len(run.models) * len(run.cases)
+    sent = (f"Sent {plans.plural(run.sent, 'request')} in this run"
+            + (f" ({run.sent_errors} ended in an execution error, sent again on top of the "
+               "plan)" if run.sent_errors else "")
+            + f"; {sum(1 for row in run.rows.values() if not row['error'])} verdict rows of "
+            f"at most {run.repeats * pairs} the plan allows.")
+    if not result["complete"] or result["exit_code"] == 2:
+        return [sent]
+    rate, allowed = run.prove["rate"], run.prove.get("allow_failures", 0)
+    worst = plans.qualify_exact(rate, run.repeats, allowed)  # at most 1 - confidence
+    return [sent, "What a qualified pair proves: "
+            + plans.all_pairs_text(rate, worst, pairs) + "."]
+
+
 def finish(run, interrupted):
     """The last lines: pass rates, the summary, the verdict, and where the record is.
 
@@ -567,13 +586,8 @@ def finish(run, interrupted):
     if run.repeats > 1:
         print("\n".join(pass_rate_lines(result)))
     print(json.dumps(result))  # one line, so the verdict below stays in view
-    if run.prove and not run.regrade:
-        most = run.repeats * len(run.models) * len(run.cases)
-        print(f"Sent {run.sent} request{'s' if run.sent != 1 else ''} in this run"
-              + (f" ({run.sent_errors} ended in an execution error and {'is' if run.sent_errors == 1 else 'are'} sent again "
-                 "on top of the plan)" if run.sent_errors else "")
-              + f"; {sum(1 for row in run.rows.values() if not row['error'])} verdict rows of "
-              f"at most {most} the plan allows.")
+    for line in proof_lines(run, result):
+        print(line)
     print(verdict_line(result))
     if run.regrade and not result["complete"]:
         source = run.head["regraded_from"]["path"]

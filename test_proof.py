@@ -207,6 +207,10 @@ class PlanTest(Harness):
         self.assertTrue(summary["temporary-overload"]["qualified"])
         self.assertFalse(summary["failed-precondition"]["qualified"])
         self.assertIn("Sent 138 requests in this run; 138 verdict rows of at most 184", output)
+        self.assertIn("What a qualified pair proves: each pair: if its true pass rate is below "
+                      "90 %, it qualifies with chance at most 4.9 %; all 4 pairs together: the "
+                      "chance that any pair whose true pass rate is below 90 % qualifies is at "
+                      "most 20 %.", output)
         junit = ET.parse(self.path("j.xml")).getroot()
         failures = [case.get("name") for case in junit.iter("testcase")
                     if case.find("failure") is not None]

@@ -429,3 +429,17 @@ class ConnectionErrorTest(Harness):
         message = self.record()["runs"][0]["error_message"]
         self.assertIn("(tried https://api.perplexity.ai/", message)
         self.assertNotIn(KEY, message + output + errors)
+
+
+class StreamTest(unittest.TestCase):
+    def test_a_stream_closed_before_its_first_event_says_it_may_be_paid(self):
+        with self.assertRaises(sending.StreamEnded) as ended:
+            sending.receive(iter([]), reconnect=None)
+        self.assertIn("closed before its first event (the request may have been paid for)",
+                      str(ended.exception))
+
+    def test_a_stream_naming_another_response_after_its_receipt_is_refused(self):
+        events = iter([{"type": "response.created", "response": {"id": "resp_a"}},
+                       {"type": "response.completed", "response": {"id": "resp_b"}}])
+        with self.assertRaises(sending.ReceiptMismatch):
+            sending.receive(events, reconnect=None, on_receipt=lambda found: None)
