@@ -86,6 +86,7 @@ DEMO_MODEL = "offline/model"  # plainly fictional: no model is called
 SWAPPED = "is newer than AFTER"  # the words of the out-of-time-order caution
 SHOWN_CHARS = 80  # longest value from a record printed as it is; longer is "(unreadable)"
 MESSAGE_CHARS = 500  # longest reason printed: a hostile record may name anything at length
+NAMES_CHARS = 128  # room for the two file names a refusal starts with
 MAX_DIFF_LINES = 10_000  # instruction lines counted by difflib, whose cost grows quadratically
 
 # --------------------------------------------------------------------------
@@ -259,7 +260,7 @@ def config_problem(before, after, switches, paths):
                        if paths and len(gone) == len(came) == 1 else None)
             hint = "configs differ in models; to judge a model switch give --switch OLD=NEW"
             # Shown only whole: a command cut short by one_line would not run as printed.
-            fits = example and len(hint) + len(example) + 7 <= MESSAGE_CHARS
+            fits = example and len(hint) + len(example) + 7 + NAMES_CHARS <= MESSAGE_CHARS
             return hint + (f", e.g. {example}" if fits else "")
         differing = [key for key in differing if key != "instructions"]
         if differing:
@@ -443,13 +444,14 @@ def comparison(before, after, switches=(), paths=None):
             rows.append(index(run))
         except ValueError as exc:
             raise UserError(f"{path}: {exc}{finish_hint(exc, path, run)}") from None
-    problem = suite_problem(before, after) or config_problem(before, after, switches, paths)
-    if problem:
-        raise UserError(problem)
     evidence = (before.get("evidence", "live"), after.get("evidence", "live"))
-    if evidence[0] != evidence[1]:
-        raise UserError(f"evidence differs ({shown(evidence[0])} vs {shown(evidence[1])}); "
-                         "compare live runs with live runs")
+    problem = (suite_problem(before, after) or config_problem(before, after, switches, paths)
+               or (evidence[0] != evidence[1] and f"evidence differs ({shown(evidence[0])} vs "
+                   f"{shown(evidence[1])}); compare live runs with live runs"))
+    if problem:  # named with the files it is about, whichever line of the output is read
+        named = (f"{one_line(os.path.basename(paths[0]), 60)} and "
+                 f"{one_line(os.path.basename(paths[1]), 60)}: " if paths else "")
+        raise UserError(named + problem)
     config = before["config"]
     repeats = config["repeats"]
     pairs = sorted(set(switches)) if switches else [(model, model) for model in
@@ -560,7 +562,8 @@ def write_views(before, after, result, heading, summary_md=None, html=None):
     import reports
 
     if summary_md is not None:
-        text = reports.compare_markdown(heading, result["items"], result["cautions"])
+        text = reports.compare_markdown(heading, result["items"], result["cautions"],
+                                        result["files"])
         try:
             reports.append(summary_md, text)
         except OSError as exc:

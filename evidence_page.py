@@ -115,11 +115,11 @@ code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 ul.plain{list-style:none;padding:0;margin:4px 0}ul.plain>li{margin:4px 0}
 .results li{border-top:1px dashed var(--line);padding-top:4px}
 .snippet{color:#424a53;font-size:.92em}
-.pair{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:14px}
+.pair{display:grid;grid-template-columns:minmax(0,1fr);gap:14px}
 .cell.wrong{background:var(--fail-bg);color:var(--fail);font-weight:600}
 .cell.changed{outline:2px solid #8250df;outline-offset:-2px}
 .small{font-size:.85em;color:var(--muted)}
-@media (max-width:900px){.pair{grid-template-columns:minmax(0,1fr)}body{padding:12px}}
+@media (max-width:900px){body{padding:12px}}
 """
 
 
@@ -761,7 +761,7 @@ def answer_cells(row, first, suite, case):
             + ("" if same_sources else " " + tag("changed", "changed")) + "</td>")
 
 
-def side_html(which, model, rows, first, suite, case, p_value):
+def side_html(which, model, rows, first, suite, case, p_value, level=None):
     good, runs = rate(rows)
     p_shown = f" · p={p_text(p_value)}" if isinstance(p_value, (int, float)) and not isinstance(
         p_value, bool) and math.isfinite(p_value) else ""
@@ -773,8 +773,12 @@ def side_html(which, model, rows, first, suite, case, p_value):
                      f'<td class="{"pass" if ok else "fail"}">{"PASS" if ok else "FAIL"}</td>'
                      f"{answer_cells(row, first, suite, case)}"
                      f'<td class="small">{reasons}</td></tr>')
+    proved = (checker.bound_text(checker.lower_bound(good, runs, level), level)
+              if runs and number_like(level) else None)
+    bound = f' · <span class="small">{esc(proved)}</span>' if proved else ""
     return (f"<div><h3>{which}: <code>{esc(model)}</code> · "
-            f'<span class="{rate_class(good, runs)}">{rate_text(good, runs)}</span>{p_shown}</h3>'
+            f'<span class="{rate_class(good, runs)}">{rate_text(good, runs)}</span>{p_shown}'
+            f"{bound}</h3>"
             "<table><tr><th>repeat</th><th>verdict</th>"
             + "".join(f"<th>{esc(name.replace('_', ' '))}</th>" for name in plain_fields(suite))
             + f"<th>sources</th><th>reasons</th></tr>{''.join(lines)}</table></div>")
@@ -797,14 +801,15 @@ def item_html(item, suite, cases):
     good_a, runs_a = rate(after_rows)
     kind = LABEL_KINDS.get(label, "flaky")
     p_value = field(item, "p_value")
+    levels = field(item, "before_confidence", field(item, "confidence")), field(item, "confidence")
     return (f'<details class="group {kind}"{" open" if label in GATING else ""}>'
             f'<summary><strong class="{kind}">{esc(label)}</strong> · '
             f"<code>{esc(field(item, 'case_id'))}</code> · <code>{models_text(item)}</code> · "
             f"{rate_text(good_b, runs_b)} → {rate_text(good_a, runs_a)}</summary>"
             f'<div class="body"><details><summary>The case</summary><div class="body">'
             f'{case_html(case)}</div></details><div class="pair">'
-            f"{side_html('Before', old, before_rows, first, suite, case, None)}"
-            f"{side_html('After', new, after_rows, first, suite, case, p_value)}"
+            f"{side_html('Before', old, before_rows, first, suite, case, None, levels[0])}"
+            f"{side_html('After', new, after_rows, first, suite, case, p_value, levels[1])}"
             "</div></div></details>")
 
 

@@ -15,7 +15,7 @@ import statistics
 import tempfile
 import xml.etree.ElementTree as ET
 
-from checker import bound_text
+from checker import bound_text, floor_percent, given_percent, lower_bound
 from vocabulary import BY_CONCERN, p_text
 
 SUITES_NAME = "agent regression runner"
@@ -207,7 +207,18 @@ def run_markdown(title, result, rows, cases, verdict):
     ]) + "\n\n"
 
 
-def compare_markdown(title, items, cautions):
+def bounds_text(item):
+    """The pass-rate bounds of one compared item, before -> after, each at its
+    record's own confidence, rounded down."""
+    levels = item.get("before_confidence", item["confidence"]), item["confidence"]
+    shown = []
+    for rows, level in ((item["before"], levels[0]), (item["after"], levels[1])):
+        lower = lower_bound(sum(row["passed"] for row in rows), len(rows), level)
+        shown.append(f"{floor_percent(lower)} % ({given_percent(level)} %)")
+    return f">= {shown[0]} -> {shown[1]}"
+
+
+def compare_markdown(title, items, cautions, files=None):
     """A comparison: label counts, the cautions, then every case that did not pass both times.
 
     items: one per compared (model, case), as compare_runs builds them: label,
@@ -227,15 +238,17 @@ def compare_markdown(title, items, cautions):
         [item["label"],
          item["before_model"] if item["before_model"] == item["after_model"]
          else f"{item['before_model']}->{item['after_model']}",
-         item["case_id"], side(item["before"]), side(item["after"]), p_text(item["p_value"])]
+         item["case_id"], side(item["before"]), side(item["after"]), p_text(item["p_value"]),
+         bounds_text(item)]
         for item in items if item["label"] != "PASS"
     ]
     first = [caution for caution in cautions if "is newer than AFTER" in caution]  # swapped
-    parts = [f"## {cell(title)}", *[f"> **{cell(caution)}**" for caution in first], count_table]
+    parts = [f"## {cell(title)}", *([cell(files)] if files else []),
+             *[f"> **{cell(caution)}**" for caution in first], count_table]
     parts += [f"> {cell(caution)}" for caution in cautions if caution not in first]
     if listed:
-        parts.append(table(["label", "model", "case", "before", "after", "p (rate fell)"],
-                           listed))
+        parts.append(table(["label", "model", "case", "before", "after", "p (rate fell)",
+                            "pass rate proved"], listed))
     else:
         parts.append("Every compared case passed both times.")
     return SUMMARY_MARK + "\n\n".join(parts) + "\n\n"

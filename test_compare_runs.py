@@ -494,7 +494,7 @@ class SwitchTest(Files, unittest.TestCase):
         same["config"]["tool"] = checker.PUBLISHED_TOOL
         code, output, _ = self.main(self.write("old-agent.json", same), after)
         self.assertEqual(code, 2)  # without --switch the tools must match
-        self.assertIn("NOT_COMPARABLE: configs differ in tool", output)
+        self.assertIn("agent.json: configs differ in tool", output)
 
     def test_two_records(self):
         before, after = self.pair()
@@ -545,8 +545,9 @@ class SwitchTest(Files, unittest.TestCase):
         before, after = self.pair()
         code, output, _ = self.main(before, after)
         self.assertEqual(code, 2)
-        self.assertTrue(output.startswith("NOT_COMPARABLE: configs differ in models; to judge "
-                                          "a model switch give --switch OLD=NEW, e.g. "), output)
+        self.assertTrue(output.startswith("NOT_COMPARABLE: sonar.json and agent.json: configs "
+                                          "differ in models; to judge a model switch give "
+                                          "--switch OLD=NEW, e.g. "), output)
         result = subprocess.run(shlex.split(output.strip().split(", e.g. ")[1]),
                                 capture_output=True, text=True, timeout=120, env=clean_env())
         self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
