@@ -8,6 +8,7 @@ moves one stage per poll.
 import contextlib
 import io
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -16,13 +17,20 @@ import unittest
 from unittest import mock
 
 import httpx
+from perplexity import Perplexity
 
 import batching
 import regression
+import sending
+import simulated_api
 from testing import (Harness, loopback_env, loopback_server, popen, quiet, read_json,
                      saved_rows, slow, temp_dir, wait_until)
+from vocabulary import UserError
 
 MODELS = ["openai/gpt-5.6-sol", "offline/hasty"]  # the simulated API's unsafe model: a failure
+POLLS = (batching.FIRST_POLL_SECONDS, batching.MAX_POLL_SECONDS)  # as shipped: the harness
+                                                                  # makes both 0
+POLL_FAILURES = 5  # failed polls in a row a run rides out (a network blip); the next stops it
 
 
 class BatchHarness(Harness):
@@ -56,6 +64,20 @@ class BatchHarness(Harness):
     def keys(self, path=None):
         return [(row["model"], row["case_id"], row["repeat"])
                 for row in self.record(path)["runs"]]
+
+    def fail_polls(self, failing):
+        """The polls numbered in failing (1 is the first) cannot reach the API;
+        returns the list every poll is counted in."""
+        polls = []
+
+        def before(request):
+            if request.method == "GET" and "/v1/batches/" in request.url.path:
+                polls.append(request)
+                if len(polls) in failing:
+                    raise httpx.ConnectError("connection reset")
+
+        self.before_request = before
+        return polls
 
 
 class BatchRunTest(BatchHarness):
@@ -129,6 +151,61 @@ class BatchRunTest(BatchHarness):
                          ("BatchRequestFailed", 500, ["execution_error"]))
         self.assertTrue(all(row["error"] is None for place, row in enumerate(rows) if place != 1))
         self.assertIn("--resume", err + _)
+
+    def test_a_batch_row_has_a_direct_rows_fields_with_its_batch_in_place_of_attempts(self):
+        self.batch()
+        direct_out = self.path("direct.json")
+        quiet(regression.main, ["--foreground", "--models", *MODELS, "--out", direct_out])
+        direct = set(read_json(direct_out)["runs"][0])
+        for row in self.record()["runs"]:
+            self.assertEqual(set(row), direct - {"attempts", "waited_seconds"} | {"batch"})
+
+    def test_an_answer_the_checker_cannot_take_is_an_execution_error_that_says_so(self):
+        with mock.patch.object(regression, "judge", side_effect=ValueError("bad rule")):
+            code, _, err = self.batch()
+        self.assertEqual(code, 2, err)
+        rows = self.record()["runs"]
+        self.assertEqual(len(rows), 8)
+        for row in rows:
+            self.assertEqual((row["error"], row["error_message"], row["reasons"]),
+                             ("ValueError", "ValueError raised while checking the answer",
+                              ["execution_error"]))
+
+    def test_the_record_keeps_each_parts_request_counts(self):
+        self.state["batch_fail_ids"] = {"row-1"}
+        with mock.patch.object(batching, "PART_LINES", 3):
+            self.batch()
+        self.assertEqual([part["counts"] for part in self.record()["batch"]["parts"]],
+                         [{"total": 3, "completed": 2, "failed": 1},
+                          {"total": 3, "completed": 3, "failed": 0},
+                          {"total": 2, "completed": 2, "failed": 0}])
+
+    def test_the_input_file_is_uploaded_as_named_jsonl(self):
+        uploads = []
+
+        def before(request):
+            if request.method == "POST" and request.url.path == "/v1/files":
+                uploads.append(request.read())
+
+        self.before_request = before
+        self.batch()
+        (body,) = uploads
+        head = body.split(b"\r\n\r\n{")[0].rsplit(b"\r\n--", 1)[-1]  # the file's headers
+        self.assertIn(b'name="file"; filename="regression-batch.jsonl"', head)
+        self.assertIn(b"\r\nContent-Type: application/jsonl", head)
+
+    def test_rows_collected_are_saved_every_BATCH_SAVE_ROWS(self):
+        on_disk, original = [], batching.batch_row
+
+        def row(run, index, line, batch):  # what a crash at this row would leave
+            on_disk.append(saved_rows(self.out))
+            return original(run, index, line, batch)
+
+        with mock.patch.object(batching, "BATCH_SAVE_ROWS", 3), \
+                mock.patch.object(batching, "batch_row", row):
+            code, _, err = self.batch()
+        self.assertEqual(code, 1, err)
+        self.assertEqual(on_disk, [0, 0, 0, 3, 3, 3, 6, 6])
 
 
 class BatchRecoveryTest(BatchHarness):
@@ -274,6 +351,74 @@ class BatchStepsTest(BatchHarness):
             self.assertEqual(sum(line.startswith('"batch"') for line in handle), 1)
 
 
+class BatchPollTest(BatchHarness):
+    """Polls: failures the run rides out, when it stops, how long it waits."""
+
+    def test_polls_may_fail_five_times_in_a_row(self):
+        polls = self.fail_polls(range(1, POLL_FAILURES + 1))
+        code, _, err = self.batch()
+        self.assertEqual(code, 1, err)
+        self.assertEqual(len(self.record()["runs"]), 8)
+        self.assertGreater(len(polls), POLL_FAILURES)
+
+    def test_a_sixth_failed_poll_in_a_row_stops_with_a_resume_hint(self):
+        polls = self.fail_polls(range(1, POLL_FAILURES + 2))
+        code, _, err = self.batch()
+        self.assertEqual(code, 2, err)
+        self.assertEqual(len(polls), POLL_FAILURES + 1)
+        self.assertIn("cannot reach the Batch API", err)
+        self.assertEqual(self.record()["runs"], [])
+        code, _, err = quiet(regression.main, hinted(err))  # exactly as printed
+        self.assertEqual(code, 1, err)
+        self.assertEqual(self.state["batch_creates"], 1)
+
+    def test_a_poll_that_arrives_starts_the_count_again(self):
+        failing = [*range(1, POLL_FAILURES + 1), *range(POLL_FAILURES + 2, 2 * POLL_FAILURES + 2)]
+        polls = self.fail_polls(failing)  # 5 fail, 1 arrives (validating -> in_progress), 5 fail
+        code, _, err = self.batch()
+        self.assertEqual(code, 1, err)
+        self.assertEqual(len(self.record()["runs"]), 8)
+        self.assertGreater(len(polls), 2 * POLL_FAILURES + 1)
+
+    def test_polls_wait_0_2_s_then_twice_as_long_each_time_up_to_a_minute(self):
+        waits = []
+
+        class Stopped(threading.Event):
+            def wait(self, timeout=None):  # the wait is counted, never slept
+                waits.append(timeout)
+                return self.is_set()
+
+        class Pause(sending.Pause):
+            def __init__(self):
+                super().__init__()
+                self.stopped = Stopped()
+
+        self.state["batch_rows_per_poll"] = 1  # 16 rows: 18 polls, 17 waits between them
+        with mock.patch.object(batching, "FIRST_POLL_SECONDS", POLLS[0]), \
+                mock.patch.object(batching, "MAX_POLL_SECONDS", POLLS[1]), \
+                mock.patch.object(regression, "Pause", Pause):
+            code, _, err = self.batch("--repeats", "2")
+        self.assertEqual(code, 1, err)
+        self.assertEqual([round(wait, 6) for wait in waits],
+                         [0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2] + [60.0] * 8)
+
+    def test_a_stopped_demo_wait_says_the_batch_ends_with_the_demo(self):
+        original = batching.retrieve
+
+        def retrieve(client, batch_id):  # Ctrl+C while the first poll is on its way
+            os.kill(os.getpid(), signal.SIGINT)  # taken by the runner's handler
+            return original(client, batch_id)
+
+        err = io.StringIO()
+        with mock.patch.object(regression, "Perplexity", Perplexity), \
+                mock.patch.object(batching, "retrieve", side_effect=retrieve), \
+                contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err), \
+                self.assertRaises(KeyboardInterrupt):
+            regression.main(["--demo", self.path("demo"), "--batch"])
+        self.assertIn("Stopping the wait; the batch runs on, and it ends with the demo\n",
+                      err.getvalue())
+
+
 class BatchFlagsTest(BatchHarness):
 
     def test_what_cannot_be_batched_is_refused_in_one_line(self):
@@ -320,6 +465,75 @@ class BatchPartsTest(unittest.TestCase):
         self.assertNotEqual(key, batching.idempotency_key("2026-12-01T00:00:01+00:00", part))
         self.assertNotEqual(key, batching.idempotency_key("2026-12-01T00:00:00+00:00",
                                                           {"start": 0, "stop": 7}))
+
+    def test_the_key_is_regression_and_40_hex_digits(self):
+        for part in ({"start": 0, "stop": 8}, {"start": 50_000, "stop": 100_000}):
+            with self.subTest(part=part):
+                key = batching.idempotency_key("2026-12-01T00:00:00+00:00", part)
+                self.assertRegex(key, r"\Aregression-[0-9a-f]{40}\Z")
+
+    def test_a_part_holds_at_most_the_apis_50000_lines(self):
+        self.assertEqual(simulated_api.BATCH_MAX_LINES, 50_000)  # the live API's documented limit
+        for count, expected in ((50_000, [(0, 50_000)]),
+                                (50_001, [(0, 50_000), (50_000, 50_001)])):
+            with self.subTest(lines=count):
+                parts = batching.parts_of((index, 1) for index in range(count))
+                self.assertEqual([(part["start"], part["stop"]) for part in parts], expected)
+
+    def test_a_part_holds_at_most_16_mib(self):
+        for sizes, expected in (
+                ([(0, (16 << 20) - 1), (1, 1)], [(0, 2)]),
+                ([(0, 16 << 20), (1, 1)], [(0, 1), (1, 2)])):
+            with self.subTest(bytes=sum(size for _, size in sizes)):
+                parts = batching.parts_of(sizes)
+                self.assertEqual([(part["start"], part["stop"]) for part in parts], expected)
+
+    def test_a_new_part_is_saved_with_nothing_done(self):
+        self.assertEqual(batching.parts_of([(4, 10), (5, 10)]),
+                         [{"start": 4, "stop": 6, "input_file_id": None, "batch_id": None,
+                           "status": None, "collected": False, "counts": {}}])
+
+    def test_an_input_line_is_strict_json(self):
+        self.assertEqual(batching.input_line(17, {"model": "m", "input": "q"}),
+                         b'{"custom_id": "row-17", "method": "POST", "url": "/v1/responses", '
+                         b'"body": {"model": "m", "input": "q"}}\n')
+        for value in (float("nan"), float("inf")):
+            with self.subTest(value=value), self.assertRaises(ValueError):
+                batching.input_line(0, {"temperature": value})
+
+    def test_a_custom_id_names_a_plan_index_or_nothing(self):
+        for name, index in (("row-0", 0), ("row-17", 17), ("row-999999999", 999999999),
+                            ("row-1000000000", None), ("row-017", None), ("row-", None),
+                            ("row--1", None), ("row-1 ", None), ("Row-1", None),
+                            ("x-row-1", None), (17, None), (None, None)):
+            with self.subTest(name=name):
+                self.assertEqual(batching.row_index(name), index)
+
+    def test_a_downloaded_file_names_only_rows_of_its_part(self):
+        def places(*names):
+            return batching.line_places(io.BytesIO(b"".join(
+                b'{"custom_id": "%s"}\n' % name.encode() for name in names)), 2, 4)
+
+        self.assertEqual(places("row-2", "other", "row-3"), {2: (0, 23), 3: (46, 23)})
+        for names, said in ((("row-1",), "row-1, a row its part (2-4) never had"),
+                            (("row-4",), "row-4, a row its part (2-4) never had"),
+                            (("row-3", "row-3"), "row-3 twice")):
+            with self.subTest(names=names), self.assertRaises(UserError) as raised:
+                places(*names)
+            self.assertIn(said, str(raised.exception))
+
+    def test_the_progress_line_counts_rows_answered_of_rows_submitted(self):
+        for parts, total, seconds, line in (
+                ([{"status": "in_progress", "counts": {"total": 5, "completed": 3, "failed": 1}},
+                  {"status": "in_progress", "counts": {"total": 5, "completed": 2}}], 10, 12.4,
+                 "batch: 5 of 10 rows answered, 1 failed (in_progress), 12s elapsed"),
+                ([{"status": "validating", "counts": {}}, {"status": None, "counts": None},
+                  {"status": None}], 9, 0.4,
+                 "batch: 0 of 9 rows answered (submitted, validating), 0s elapsed"),
+                ([{"status": "completed", "counts": {"completed": 8, "failed": 0}}], 8, 95.6,
+                 "batch: 8 of 8 rows answered (completed), 96s elapsed")):
+            with self.subTest(line=line):
+                self.assertEqual(batching.counts_line(parts, total, seconds), line)
 
 
 @slow("starts the runner and the simulated API as processes, and signals the runner")
