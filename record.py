@@ -50,7 +50,6 @@ MAX_PROVE_REPEATS = 500  # --prove: 500 passes in a row prove 99.4 % at 95 %
 MAX_RECORD_BYTES = 1 << 30  # a 2,400-row run is ~27 MB; far larger is not a record
 FULL_RECORD_BYTES = 256 << 20  # a run starts no request past this size, so its record
                                # (plus the rows in flight) stays readable
-READ_TRIES = 5  # re-reads of a record that a running save keeps changing
 CREATE_ROWS = 500  # rows a resume writes into a new record before writing more
 CREATE_BYTES = 8 << 20  # or bytes of them: rows of 1 MB answers must not pile up in memory
 PENDING_BYTES = 4 << 20  # rows held in memory while an earlier one is missing
@@ -642,44 +641,6 @@ def runner_sha256():
 # --------------------------------------------------------------------------
 # I/O: reading a record.
 # --------------------------------------------------------------------------
-
-
-def read_record(path):
-    """A saved record, or ValueError with a one-line reason.
-
-    Only a regular file of at most MAX_RECORD_BYTES is read (a FIFO, a device
-    or a folder is refused without blocking). A running save may rewrite a
-    slot file that a reader still has open; if the file changed while it was
-    read, it is read again, so the JSON returned is one complete save.
-    """
-    for _ in range(READ_TRIES):
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        except OSError as exc:
-            raise UserError(f"cannot open {path}: {exc.strerror or exc}") from None
-        try:
-            before = os.fstat(fd)
-            if not stat.S_ISREG(before.st_mode):
-                raise UserError(f"{path} is not a regular file")
-            if before.st_size > MAX_RECORD_BYTES:
-                raise UserError(f"{path} is larger than {MAX_RECORD_BYTES >> 20} MiB, "
-                                 "too large to be a record")
-            with os.fdopen(os.dup(fd), "rb") as handle:
-                data = handle.read(MAX_RECORD_BYTES + 1)
-            after = os.fstat(fd)
-        except OSError as exc:
-            raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
-        finally:
-            os.close(fd)
-        if (before.st_mtime_ns, before.st_size) == (after.st_mtime_ns, after.st_size):
-            break
-    else:
-        raise UserError(f"{path} kept changing while it was read; try again")
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
-        raise UserError(f"{path} is not valid JSON ({reason})") from None
 
 
 class NotOurLayout(UserError):

@@ -108,7 +108,7 @@ class BatchRunTest(BatchHarness):
         self.batch()
         import record
 
-        rows = record.validate_record(record.read_record(self.out))
+        rows = record.load(self.out).check()
         self.assertEqual(len(rows), 8)
 
     def test_the_ids_are_saved_before_the_first_poll(self):

@@ -498,7 +498,7 @@ class SwitchTest(Files, unittest.TestCase):
 
     def test_two_records(self):
         before, after = self.pair()
-        self.assertIn("chat_request", compare_runs.record.read_record(before)["config"])
+        self.assertIn("chat_request", read_json(before)["config"])
         code, output, _ = self.main(before, after, "--switch", f"{self.OLD}={self.NEW}")
         self.assertEqual(code, 1)
         self.assertEqual(output.splitlines(), [
@@ -606,7 +606,7 @@ class ViewTest(Files, unittest.TestCase):
 
     def test_summary_md_empty_path_is_refused_before_reading(self):
         path = self.write("run.json", record())
-        with mock.patch.object(compare_runs.record, "read_record") as read:
+        with mock.patch.object(compare_runs.record, "load") as read:
             errors = self.usage_error(path, path, "--summary-md", "")
         read.assert_not_called()
         self.assertTrue(errors.startswith("compare_runs.py: error: --summary-md : the path is "
@@ -669,7 +669,7 @@ class DemoTest(unittest.TestCase):
         new = [line for line in self.lines if line.startswith("NEW_FAILURE")]
         self.assertEqual(new, ["NEW_FAILURE offline/model ambiguous-payment 0 before= [] "
                                "after= ['wrong_code', 'wrong_next_action']"])
-        after = compare_runs.record.read_record(os.path.join(self.folder, "after.json"))
+        after = read_json(os.path.join(self.folder, "after.json"))
         self.assertEqual(after["evidence"], "synthetic")
         self.assertEqual(after["config"]["models"], ["offline/model"])
         self.assertEqual(set(after["config"]), {
@@ -677,7 +677,7 @@ class DemoTest(unittest.TestCase):
             "max_steps", "max_output_tokens", "timeout_seconds"})
 
     def test_before_is_older_than_after(self):
-        records = [compare_runs.record.read_record(os.path.join(self.folder, name))
+        records = [read_json(os.path.join(self.folder, name))
                    for name in ("before.json", "after.json")]
         self.assertLess(records[0]["created_at"], records[1]["created_at"])
         self.assertFalse([line for line in self.lines if "CAUTION" in line])
