@@ -666,11 +666,16 @@ def output_problem(path, kind, inputs):
 
 
 def parse_args(argv):
+    if any(arg == "--history" or arg.startswith("--history=") for arg in argv or ()):
+        import history  # --history RECORD...: the history module's own command line
+
+        return history.parse_args(argv)
     parser = Parser(
         prog="compare_runs.py",
         description="Compare two saved runs and name every new failure.",
         epilog="Exit codes: 0 no new failure, 1 new failure, 2 no verdict (not comparable, "
-               "usage, output or internal error).",
+               "usage, output or internal error). Many runs at once: compare_runs.py "
+               "--history RECORD... (docs/history.md).",
     )
     parser.add_argument("before", nargs="?", metavar="BEFORE",
                         help="the earlier record; alone with --switch, the run of both models")
@@ -749,6 +754,11 @@ def complain(line):
 
 
 def main(argv=None):
+    given = sys.argv[1:] if argv is None else argv
+    if any(arg == "--history" or arg.startswith("--history=") for arg in given):
+        import history  # many records, over time: its own module
+
+        return history.main(given)
     mend_standard_streams()
     if sys.stdout is None:  # started with standard output closed (>&-)
         complain("compare_runs.py: standard output is closed; no verdict")

@@ -18,7 +18,7 @@ from unittest import mock
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import simulated_api
-from testing import HERE, Harness, clean_env, in_process, loopback_env, loopback_server, \
+from testing import HERE, KEY, Harness, quiet, clean_env, in_process, loopback_env, loopback_server, \
     read_json, read_text, slow, temp_dir, wait_until, write_text
 
 sys.path.insert(0, os.path.join(HERE, "action"))
@@ -568,3 +568,56 @@ class AuditTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class GateHistoryTest(Harness):
+    """The gate's history input: the pairs that did not always hold go into the
+    comment; a history that cannot be read never changes the gate's code."""
+
+    unsafe_models = ("offline/hasty",)
+
+    class InProcess:  # the gate's Child, running each script's main() in this process
+        def run(self, script, args):
+            import compare_runs
+            import regression
+
+            module = {"compare_runs.py": compare_runs, "regression.py": regression}[script]
+            return quiet(module.main, list(args))[0]
+
+    def records(self):
+        folder = os.path.join(self.folder, "history")
+        os.mkdir(folder)
+        for number, unsafe in enumerate((set(), {"offline/hasty"}, set())):
+            self.state["unsafe_models"] = unsafe
+            self.main("--out", os.path.join(folder, f"r{number}.json"), "--models",
+                      "offline/careful", "offline/hasty", out=False)
+        return folder
+
+    def gate(self, history):
+        env = {"PERPLEXITY_API_KEY": KEY, "INPUT_MODELS": "offline/careful offline/hasty",
+               "INPUT_REPEATS": "1", "INPUT_BASELINE": "", "INPUT_HISTORY": history}
+        folder = os.path.join(self.folder, f"gate-{len(os.listdir(self.folder))}")
+        os.mkdir(folder)
+        return gate.gate(env, self.InProcess(), folder)
+
+    def test_the_comment_lists_the_pairs_that_did_not_always_hold(self):
+        outputs, said = self.gate(self.records())
+        self.assertEqual(outputs["exit-code"], 0)  # this run passed: history never gates
+        body = comment.comment_body(said, {})
+        self.assertIn("| FLAKY | offline/hasty | ambiguous-payment | `PFPP` |", body)
+        self.assertNotIn("rate-limit", body.split("History")[1])
+        self.assertLess(len(body), 65_535)
+
+    def test_a_history_that_cannot_be_read_never_changes_the_code(self):
+        empty = os.path.join(self.folder, "empty")
+        os.mkdir(empty)
+        other = os.path.join(self.folder, "other-suite")
+        os.mkdir(other)
+        write_text(os.path.join(other, "r.json"), json.dumps(dict(
+            read_json(os.path.join(self.records(), "r0.json")), suite_sha256="0" * 64)))
+        for name, history in (("empty", empty), ("another suite or edited", other)):
+            with self.subTest(name):
+                self.state["unsafe_models"] = set()
+                outputs, said = self.gate(history)
+                self.assertEqual(outputs["exit-code"], 0)
+                self.assertIn("History: not shown", comment.comment_body(said, {}))

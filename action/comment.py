@@ -49,6 +49,26 @@ def link(text, url):
     return f"[{text}]({url})" if url and URL.fullmatch(url) else None
 
 
+def history_parts(said):
+    """The comment's history: the (model, case) pairs that are not STABLE across
+    the earlier records and this run, or why there is none."""
+    if said.get("history_note"):
+        return [cell(said["history_note"])]
+    pairs = said.get("history") or []
+    if "history" not in said:
+        return []
+    if not pairs:
+        return ["History: every (model, case) held in every earlier record (STABLE)."]
+    table = ["History, the pairs that did not always hold (oldest record first):", "",
+             "| label | model | case | runs |", "|---|---|---|---|"]
+    table += [f"| {cell(pair.get('label'))} | {cell(pair.get('model'))} | "
+              f"{cell(pair.get('case'))} | `{cell(pair.get('sequence'))}` |"
+              for pair in pairs[:MAX_ROWS]]
+    if len(pairs) > MAX_ROWS:
+        table.append(f"| ... | {len(pairs) - MAX_ROWS} more in the history page | | |")
+    return ["\n".join(table)]
+
+
 def comment_body(said, links):
     """The comment's Markdown: the verdict, the changed (model, case) rows, the links.
 
@@ -75,6 +95,7 @@ def comment_body(said, links):
             parts.append("\n".join(table))
         else:
             parts.append("No (model, case) changed its pass rate against the baseline.")
+    parts += history_parts(said)
     evidence = [link(text, links.get(key)) for key, text in (
         ("record", "record, JUnit and pages"), ("run_page", "run page"),
         ("comparison_page", "comparison page"), ("run", "this run"))]

@@ -72,6 +72,7 @@ CANCELLED_LINE = ("Regression run: CANCELLED (exit {code}); the record in the ar
 
 
 INPUTS = ("INPUT_MODELS", "INPUT_SUITE", "INPUT_CASES", "INPUT_INSTRUCTIONS", "INPUT_BASELINE",
+          "INPUT_HISTORY",
           "INPUT_REPEATS", "INPUT_PROVE", "INPUT_ALLOW_FAILURES", "INPUT_JOBS",
           "INPUT_MAX_COST")  # each is data
 
@@ -222,6 +223,29 @@ def run_verdict(results):
         return None
 
 
+def history_of(child, history, record_path, folder):
+    """(the pairs that are not STABLE, a note) of the history of the records in the
+    history folder and this run's record; it never changes the gate's code."""
+    out = os.path.join(folder, "history.json")
+    code = child.run("compare_runs.py", ["--history", history,
+                                         *([record_path] if os.path.exists(record_path) else []),
+                                         "--json", out])
+    why_not = (f"History: not shown: {history} holds no record of this suite that could be "
+               f"read (exit {code}; the step's log names each file); the gate is unchanged.")
+    try:
+        with open(out, encoding="utf-8") as handle:
+            shown = json.load(handle)
+        pairs, records = shown["pairs"], shown["records"]
+        earlier = [entry for entry in records
+                   if os.path.realpath(entry["path"]) != os.path.realpath(record_path)]
+    except (OSError, ValueError, KeyError, TypeError):
+        return [], why_not
+    if not earlier:  # this run alone is no history
+        return [], why_not
+    unstable = [pair for pair in pairs if isinstance(pair, dict) and pair.get("label") != "STABLE"]
+    return unstable, None
+
+
 def gate(env, child, folder):
     """(outputs, what a pull-request comment says) of one gate writing into folder."""
     summary = env.get("GITHUB_STEP_SUMMARY", "")
@@ -265,6 +289,10 @@ def gate(env, child, folder):
                 said["changed"] = changed_rows(result["items"])
                 said["new_failures"] = sum(1 for item in result["items"]
                                            if item["label"] in GATING)
+        history = env.get("INPUT_HISTORY", "").strip()
+        if history:  # read after the verdict, which it never changes
+            said["history"], said["history_note"] = history_of(child, history, paths["record"],
+                                                                folder)
         code = gate_code(run_code, compare_code)
         say(f"**Gate: {VERDICTS[code].upper()} (exit {code})**")
     outputs = {"exit-code": code, "verdict": VERDICTS[code],
