@@ -561,6 +561,142 @@ class ReceiptsOnThePage(unittest.TestCase):
         self.assertEqual(page.count("answered by <code>other/model</code>"), 1)
 
 
+class VerdictOnThePage(unittest.TestCase):
+    def page(self, **summary):
+        record = make_record([make_row(CASES[0], MODELS[0])])
+        record["summary"].update(summary)
+        return evidence_page.run_page(record)
+
+    def test_each_exit_code_is_a_verdict_in_words_and_colour(self):
+        table = [
+            (0, '<p class="verdict pass"><strong>Verdict: QUALIFIED</strong>: every check '
+                "passed (exit 0)."),
+            (1, '<p class="verdict fail"><strong>Verdict: REGRESSION</strong>: a check failed '
+                "(exit 1)."),
+            (2, '<p class="verdict flaky"><strong>Verdict: NO VERDICT</strong>: the run is '
+                "incomplete or hit an execution error (exit 2)."),
+            (None, '<p class="verdict flaky"><strong>Verdict: NO VERDICT</strong>: the record '
+                   "has no exit code."),
+        ]
+        for code, verdict in table:
+            with self.subTest(exit_code=code):
+                self.assertIn(verdict, self.page(exit_code=code))
+
+    def test_the_verdict_says_whether_the_run_is_complete(self):
+        table = [(True, "The run is complete."),
+                 (False, "The run is INCOMPLETE: some planned rows are missing."),
+                 (None, "Completeness unknown.")]
+        for complete, words in table:
+            with self.subTest(complete=complete):
+                self.assertIn(f". {words}</p>", self.page(complete=complete))
+
+    def test_the_meta_line_names_the_checker_that_judged_the_rows(self):
+        table = [("cd" * 32, "checker.py <code>cdcdcdcdcdcd</code>"),
+                 (None, "checker.py <code>(not recorded)</code>")]
+        for sha, shown in table:
+            with self.subTest(checker_sha256=sha):
+                record = make_record([make_row(CASES[0], MODELS[0])])
+                if sha:
+                    record["checker_sha256"] = sha
+                self.assertIn(shown, evidence_page.run_page(record))
+
+    def test_a_model_whose_qualification_is_not_recorded_is_marked_unknown(self):
+        record = make_record([make_row(CASES[0], MODELS[0])])
+        del record["summary"]["models"][MODELS[0]]["qualified"]
+        self.assertIn(f'<tr><td><code>{MODELS[0]}</code></td><td><span class="tag info">unknown'
+                      "</span></td><td>1/1</td>", evidence_page.run_page(record))
+
+    def test_the_grid_states_the_pass_rate_each_case_proves(self):
+        table = [(0.3684, "pass rate &gt;= 36.8 % (95 %)"),
+                 (0.0, "pass rate &gt;= 0.0 % (95 %)")]  # a bound of 0 is still a bound
+        for lower, shown in table:
+            with self.subTest(lower_bound=lower):
+                record = make_record([make_row(CASES[0], MODELS[0])])
+                record["summary"]["models"][MODELS[0]]["cases"]["rate-limit"].update(
+                    lower_bound=lower, confidence=0.95)
+                self.assertIn(f'<td class="pass"><a href="#g0">1/1<br><span class="small">'
+                              f"{shown}</span></a></td>", evidence_page.run_page(record))
+
+
+class WordsOnARow(unittest.TestCase):
+    def test_every_reason_the_checker_gives_is_explained(self):
+        table = [  # reason: words of its explanation
+            ("response_not_completed", "the API did not report the run as completed"),
+            ("search_not_observed", "no search results came back"),
+            ("invalid_json", "the answer is not JSON"),
+            ("invalid_answer_shape", "not exactly code, next_action, source_urls"),
+            ("wrong_code", "the status code differs from the approved one"),
+            ("wrong_next_action", "the action differs from the approved one"),
+            ("missing_or_duplicate_sources", "no citation, or one RFC cited twice"),
+            ("citation_not_in_search_results", "was not returned by this request's search"),
+            ("citation_not_approved", "neither the case's RFC nor RFC 9110"),
+            ("primary_reference_missing", "the case's own RFC is not cited"),
+            ("answered_by_other_model", "the router answered with a different model"),
+            ("execution_error", "the request or checker failed, no verdict"),
+        ]
+        for reason, words in table:
+            with self.subTest(reason=reason):
+                page = one_row_page(make_row(CASES[0], MODELS[0], reasons=[reason]))
+                explained = re.findall(rf"<li><code>{reason}</code>: ([^<]*)</li>", page)
+                self.assertEqual(len(explained), 1)
+                self.assertIn(words, explained[0])
+
+    def test_each_citation_mark_has_the_class_the_page_colours(self):
+        # (case, cited doc, searched docs): (mark, class) expected on that citation
+        table = [
+            (CASES[0], "rfc6585", ["rfc6585"],
+             [("returned by this request's search", "ok"), ("approved", "ok"),
+              ("the case's own document", "ok")]),
+            (CASES[3], "rfc7231", ["rfc6585"],
+             [("NOT returned by this request's search", "no"), ("NOT approved", "no"),
+              ("not the case's own document", "info")]),
+        ]
+        for case, doc, searched, marks in table:
+            row = make_row(case, MODELS[0], text=answer(case["expected"], case["action"], doc),
+                           searched=searched)
+            item = cite_item(one_row_page(row), RFC_URL.format(doc))
+            for mark, kind in marks:
+                with self.subTest(doc=doc, mark=mark):
+                    self.assertIn(f'<span class="tag {kind}">{mark}</span>', item)
+
+    def test_a_document_cited_once_is_not_marked_twice(self):
+        page = one_row_page(make_row(CASES[0], MODELS[0]))
+        self.assertNotIn("cited twice", cite_item(page, RFC_URL.format("rfc6585")))
+
+    def test_the_citations_field_is_labelled_as_cited(self):
+        page = one_row_page(make_row(CASES[0], MODELS[0]))
+        self.assertIn("<tr><th>source urls (cited)</th><td><ul", page)
+
+    def test_a_row_without_search_results_says_it_has_no_receipts(self):
+        row = make_row(CASES[0], MODELS[0], reasons=["search_not_observed"])
+        row["response"]["output"][0]["results"] = []
+        self.assertIn("<h3>Search results</h3><p>none: this answer has no receipts</p>",
+                      one_row_page(row))
+
+    def test_a_url_that_is_no_web_url_is_shown_as_text(self):
+        url = "javascript:alert(1)"
+        text = json.dumps({"code": "unknown", "next_action": "verify_outcome",
+                           "source_urls": [url]})
+        item = cite_item(one_row_page(make_row(CASES[3], MODELS[0], text=text)), url)
+        self.assertTrue(item.startswith('<span class="url">javascript:alert(1)</span> '), item)
+
+    def test_a_row_in_brief_names_the_documents_it_cited_and_got(self):
+        page = evidence_page.run_page(realistic_record())
+        self.assertIn('<tr><td>1</td><td class="pass">PASS</td><td>429</td>'
+                      "<td>wait_then_retry</td><td>rfc6585</td><td>rfc6585, rfc9110</td>"
+                      "<td>0.0042 USD</td><td>12.35</td></tr>", page)
+
+    def test_a_case_in_the_suite_shape_shows_its_approved_values_and_document(self):
+        record = make_record([make_row(CASES[0], MODELS[0])])
+        record["config"]["cases"] = [
+            {"id": case["id"], "question": case["question"], "cite": case["rfc"],
+             "expect": {"code": case["expected"], "next_action": case["action"]}}
+            for case in CASES]
+        self.assertIn("<p><strong>Approved</strong>: code <code>429</code> · next action "
+                      "<code>wait_then_retry</code> · its own document <code>rfc6585</code></p>",
+                      evidence_page.run_page(record))
+
+
 class ComparisonPage(unittest.TestCase):
     def setUp(self):
         self.before = realistic_record(failing_repeats=())
@@ -608,6 +744,24 @@ class ComparisonPage(unittest.TestCase):
                       "STILL_FAILING</strong>", page)
         self.assertIn("no pass rate fell (exit 0)", page)
         self.assertIn("PASS: 7 items passed both times", page)
+
+    def test_the_instructions_of_both_runs_are_shown_and_compared(self):
+        table = [("Advise only.", "Instructions (unchanged)"),
+                 ("Advise, then act.", "Instructions (changed)")]
+        for instructions, summary in table:
+            with self.subTest(after=instructions):
+                after = copy.deepcopy(self.after)
+                after["config"]["instructions"] = instructions
+                page = evidence_page.comparison_page(self.before, after, self.items, [])
+                self.assertIn(f"<summary>{summary}</summary>", page)
+                self.assertIn("<div><h3>Before</h3><pre>Advise only.</pre></div>"
+                              f"<div><h3>After</h3><pre>{instructions}</pre></div>", page)
+
+    def test_items_that_are_not_objects_are_left_off(self):
+        page = evidence_page.comparison_page(self.before, self.after,
+                                             self.items + [None, "NEW_FAILURE"], [])
+        self.assertEqual(page, evidence_page.comparison_page(self.before, self.after,
+                                                             self.items, []))
 
     def test_a_model_switch_names_both_models(self):
         items = copy.deepcopy(self.items)

@@ -235,6 +235,118 @@ class MarkdownTest(Harness):
         self.assertEqual(regression.reports.cell("a|b\nc"), "a\\|b c")
 
 
+class JunitTextTest(unittest.TestCase):
+    """The exact JUnit text reports.junit_xml builds from rows, pure."""
+
+    def allowed_failure(self):
+        row = {"passed": False, "reasons": ["wrong_code", "wrong_next_action"],
+               "cost_usd": "0.0042", "answer_text": '{"code": "503"}', "seconds": 1.0}
+        result = {"models": {"m": {"cases": {"c": {
+            "passed": 9, "runs": 10, "qualified": True, "lower_bound": 0.6,
+            "confidence": 0.95}}}}}
+        root = ET.fromstring(reports.junit_xml({0: row}, [(0, {"id": "c"}, "m")], ["m"],
+                                               result).encode())
+        return root.find("testsuite"), root.find("testsuite/testcase")
+
+    def test_the_report_begins_with_the_xml_declaration(self):
+        self.assertTrue(reports.junit_xml({}, [], []).startswith(
+            '<?xml version="1.0" encoding="UTF-8"?>\n<testsuites '), "no declaration first")
+
+    def test_the_testsuites_element_names_the_runner(self):
+        root = ET.fromstring(reports.junit_xml({}, [], []).encode())
+        self.assertEqual(root.get("name"), "agent regression runner")
+
+    def test_a_small_run_is_this_exact_indented_document(self):
+        # One element a line, as a reader of the CI artifact sees it.
+        rows = {0: {"passed": True, "reasons": [], "cost_usd": "0.0042", "seconds": 1.5},
+                1: {"passed": False, "reasons": ["wrong_code"], "cost_usd": None,
+                    "seconds": 2.25, "answer_text": "{}"}}
+        plan = [(0, {"id": "c"}, "m"), (1, {"id": "c"}, "m"), (2, {"id": "c"}, "m")]
+        self.assertEqual(reports.junit_xml(rows, plan, ["m"]), """\
+<?xml version="1.0" encoding="UTF-8"?>
+<testsuites name="agent regression runner">
+  <testsuite name="m" tests="3" failures="1" errors="0" skipped="1" time="3.750">
+    <testcase classname="m" name="c on m [repeat 0]" file="regression.py" time="1.500">
+      <properties>
+        <property name="cost_usd" value="0.0042" />
+      </properties>
+    </testcase>
+    <testcase classname="m" name="c on m [repeat 1]" file="regression.py" time="2.250">
+      <properties>
+        <property name="cost_usd" value="None" />
+      </properties>
+      <failure type="check_failed" message="wrong_code; cost unknown">wrong_code; cost unknown
+answer: {}</failure>
+    </testcase>
+    <testcase classname="m" name="c on m [repeat 2]" file="regression.py" time="0.000">
+      <skipped message="not run: the run stopped early" />
+    </testcase>
+  </testsuite>
+</testsuites>
+""")
+
+    def test_an_allowed_failure_of_a_qualified_plan_is_no_failure(self):
+        suite, testcase = self.allowed_failure()
+        self.assertEqual((suite.get("tests"), suite.get("failures"), suite.get("errors")),
+                         ("1", "0", "0"))
+        self.assertIsNone(testcase.find("failure"))
+
+    def test_a_testcase_carries_its_pass_rate_bound_as_a_property(self):
+        _, testcase = self.allowed_failure()
+        bound = testcase.find("properties/property[@name='pass_rate_lower_bound']")
+        self.assertEqual(bound.get("value"), "0.6 at 0.95")
+
+    def test_an_allowed_failure_names_its_reasons_in_a_property(self):
+        _, testcase = self.allowed_failure()
+        allowed = testcase.find("properties/property[@name='allowed_failure']")
+        self.assertEqual(allowed.get("value"), "wrong_code, wrong_next_action")
+
+    def test_an_allowed_failure_is_told_in_system_out(self):
+        _, testcase = self.allowed_failure()
+        self.assertEqual(testcase.find("system-out").text,
+                         "allowed failure of a qualified plan: wrong_code, wrong_next_action; "
+                         "9/10 passed, pass rate >= 60.0 % (95 %); cost $0.0042\n"
+                         'answer: {"code": "503"}')
+
+
+class MarkdownTextTest(unittest.TestCase):
+    """The exact Markdown text GitHub renders in a step summary, pure."""
+
+    def test_run_totals_are_one_exact_table_row_per_model(self):
+        table = [  # (qualified, seconds of its rows, cost): the row shown
+            (True, [1.0, 3.0, 9.0], "0.01", "| m | 1/1 | yes | $0.01 | 3.0 |"),
+            (False, [None], None, "| m | 1/1 | **no** | unknown | - |"),
+        ]
+        for qualified, seconds, cost, line in table:
+            with self.subTest(qualified=qualified, seconds=seconds):
+                result = {"models": {"m": {"passed": 1, "total": 1, "qualified": qualified,
+                                           "reported_cost_usd": cost,
+                                           "cases": {"c": {"passed": 1, "runs": 1}}}}}
+                rows = [{"model": "m", "case_id": "c", "seconds": s, "reasons": [],
+                         "passed": True} for s in seconds]
+                text = reports.run_markdown("Run", result, rows, [{"id": "c"}], "PASS")
+                self.assertIn("\n| model | passed | qualified | reported cost | median s |\n"
+                              "|---|---|---|---|---|\n" + line + "\n", text)
+
+    def test_the_grid_shows_flaky_and_unrun_cases(self):
+        result = {"models": {"m": {"passed": 1, "total": 2, "qualified": False,
+                                   "reported_cost_usd": None,
+                                   "cases": {"c": {"passed": 1, "runs": 2, "flaky": True}}}}}
+        text = reports.run_markdown("Run", result, [], [{"id": "c"}, {"id": "d"}], "FAIL")
+        table = [("c", "| c | 1/2 FLAKY |"), ("d", "| d | not run |")]  # d: not in the result
+        for case_id, line in table:
+            with self.subTest(case=case_id):
+                self.assertIn("\n" + line + "\n", text)
+
+    def test_a_comparison_summary_is_the_exact_markdown(self):
+        self.assertEqual(
+            reports.compare_markdown("T", [], []),
+            "<!-- agent regression runner summary -->\n## T\n\n"
+            "| label | cases |\n|---|---|\n| NEW_FAILURE | 0 |\n| WORSE | 0 |\n"
+            "| RECOVERED | 0 |\n| BETTER | 0 |\n| STILL_FAILING | 0 |\n| PASS | 0 |\n\n"
+            "Every compared case passed both times.\n\n")
+
+
 def no_step_summary(test):
     """An environment without $GITHUB_STEP_SUMMARY, as on a developer's machine,
     even when the tests themselves run in a GitHub Actions step."""
@@ -401,6 +513,14 @@ class OutputProblemTest(unittest.TestCase):
             with self.subTest(kind=kind):
                 self.assertEqual(reports.output_problem(link, kind),
                                  "it is a link to a missing file; name another file")
+
+    def test_a_path_through_a_file_is_refused_with_the_system_reason(self):
+        # stat fails with ENOTDIR, no FileNotFoundError: its words, not a Python repr.
+        self.write("file.txt", "x")
+        for kind in ("junit", "html", "markdown"):
+            with self.subTest(kind=kind):
+                self.assertEqual(reports.output_problem(self.path("file.txt/r.md"), kind),
+                                 "Not a directory")
 
     def test_the_writers_begin_as_the_check_demands(self):
         result = {"models": {"m": {"passed": 1, "total": 1, "qualified": True,
