@@ -15,7 +15,7 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 # the in-process tier: TEST_TIER=fast skips every test marked @slow. make test
 # runs a third worker: its tests spend much of their time waiting on a child
 # process or a real-time delay, and the third fills those waits (2 cores).
-TESTS := test_hardening test_action test_record test_signals test_compare_runs test_batch test_suites test_receipts test_plans \
+TESTS := test_hardening test_action test_record test_signals test_compare_runs test_batch test_suites test_receipts test_plans test_history \
 	test_regression test_proof test_reports test_evidence_page test_simulated_api test_sending test_docs
 
 .PHONY: test test-fast demo bench screenshots mutate clean
