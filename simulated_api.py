@@ -73,6 +73,8 @@ mock_transport() for in-process tests):
     snippet_bytes  0, or the size every Agent answer's search snippet is padded
                    to, so responses weigh what live ones do (the benchmark)
     models         the names GET /v1/models lists (LISTED_MODELS; [] lists none)
+    id_prefix      None, or what response ids start with after "resp_", so two
+                   servers (two demo runs) never give one id twice
     stored         response id -> the kept response and when it is ready
     requests       every POST body received, in arrival order, but for the
                    Files and Batches endpoints' (rows of a batch are not here)
@@ -269,6 +271,7 @@ def new_state(cases, unsafe_models=("offline/hasty",)):
         "suite": suite,
         "cases": suite["cases"],
         "models": list(LISTED_MODELS),
+        "id_prefix": None,
         "unsafe_models": set(unsafe_models),
         "latency": 0.0,
         "faults": [],
@@ -374,6 +377,8 @@ def foreground_answer(state, number, body):
                               state["suite"])
     if state.get("snippet_bytes"):  # a response the size of a live one (bench.py)
         response["output"][0]["results"][0]["snippet"] = "x" * state["snippet_bytes"]
+    if state.get("id_prefix"):  # ids unique across servers, as the live API's are
+        response["id"] = f"resp_{state['id_prefix']}_{number}"
     return 200, [], response
 
 
