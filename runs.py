@@ -234,41 +234,50 @@ def money(text):
 
 @dataclasses.dataclass
 class Run:
-    """What one invocation runs and records, and the rows it has so far."""
+    """What one invocation runs and records, and the rows it has so far, in four
+    groups: what it asks, where it is saved, what it has, and how it is going."""
 
+    # What it asks: the plan (entries, in __post_init__) is built from these.
     models: list
     cases: list
     repeats: int
     instructions: str
+    # Where it is saved: the record's path, its head and execution, the reports.
     out: str
     head: dict  # the record's fields before its runs
     execution: dict  # settings that cannot change an answer
     reports: dict  # "junit", "summary_md", "html" -> path or None
-    rows: dict  # plan index -> row: kept from a resumed record, then each finished one
-    secrets: list
-    replace: bool = False  # resume: the record at out is rewritten in place
-    demo: str = None
-    regrade: bool = False  # re-checks saved responses: sends nothing
-    lock: tuple = None  # a resume's lock on the record, taken before reading it
-    started: bool = False  # the record exists on disk
-    output_error: str = None  # why standard output failed mid-run
-    progress: object = None  # the status line while answers are pending (Progress)
-    warned_cost: bool = False  # a row without a reported cost was mentioned once
-    notes: list = dataclasses.field(default_factory=list)  # how far verdicts rest on receipts
-    saved_execution: dict = None  # a regrade: the regraded record's own execution
-    # plan index -> {"id", "model", "case_id", "repeat"}: a request sent, its row not
-    # yet saved; "id" is the response's id once it came back, null before that.
-    pending: dict = dataclasses.field(default_factory=dict)
-    record: object = None  # the open RecordFile, while the run may save into it
-    copied: object = None  # () -> (index, whole row) the new record starts with
-    # --batch: {"parts": [{"start", "stop", "input_file_id", "batch_id", "status",
-    # "collected", ...}]}, each step saved before the next (see batching.py).
-    batch: dict = None
-    cases_file: str = None  # the --cases or --suite file of a new run
+    # What it has: the rows (plan index -> row), kept from a resumed record, then
+    # each finished one.
+    rows: dict
+    secrets: list  # what every row and message is redacted of
+    # --- what it asks (the rest) ---
     suite: dict = None  # what the run asks and how it judges: checker.BUILTIN_SUITE or a file's
     # regression.py's config, request and judge (config, request, judge, forced_search):
     # what a run asks with, given by the runner so that nothing here imports it.
     ask: object = None
+    cases_file: str = None  # the --cases or --suite file of a new run
+    demo: str = None  # the demo's folder: a simulated API answers
+    regrade: bool = False  # re-checks saved responses: sends nothing
+    # --- where it is saved (the rest) ---
+    replace: bool = False  # resume: the record at out is rewritten in place
+    lock: tuple = None  # a resume's lock on the record, taken before reading it
+    record: object = None  # the open RecordFile, while the run may save into it
+    copied: object = None  # () -> (index, whole row) the new record starts with
+    saved_execution: dict = None  # a regrade: the regraded record's own execution
+    # --- what it has (the rest) ---
+    # plan index -> {"id", "model", "case_id", "repeat"}: a request sent, its row not
+    # yet saved; "id" is the response's id once it came back, null before that.
+    pending: dict = dataclasses.field(default_factory=dict)
+    # --batch: {"parts": [{"start", "stop", "input_file_id", "batch_id", "status",
+    # "collected", ...}]}, each step saved before the next (see batching.py).
+    batch: dict = None
+    notes: list = dataclasses.field(default_factory=list)  # how far verdicts rest on receipts
+    # --- how it is going ---
+    started: bool = False  # the record exists on disk
+    output_error: str = None  # why standard output failed mid-run
+    progress: object = None  # the status line while answers are pending (Progress)
+    warned_cost: bool = False  # a row without a reported cost was mentioned once
     sent: int = 0  # requests this invocation sent (each attempt of a row counts)
     sent_errors: int = 0  # rows of this invocation that ended in an execution error
 
