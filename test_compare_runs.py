@@ -268,6 +268,30 @@ class OneRepeatTest(unittest.TestCase):
         self.assertIn("expect changed: rate-limit; cite changed: rate-limit",
                       str(refused.exception))
 
+    def test_a_case_added_to_the_suite_is_named_alone(self):
+        before = make_record(cases=regression.CASES[:3])
+        added = regression.CASES[3]["id"]
+        with self.assertRaises(ValueError) as refused:
+            compare(before, record())
+        self.assertEqual(str(refused.exception),
+                         "the records are of different suites (BEFORE http-failures, AFTER "
+                         f"http-failures): cases added: {added}; compare two runs of the "
+                         "same suite")
+
+    def test_changed_cases_are_named_up_to_five_then_counted(self):
+        cases = [dict(regression.CASES[0], id=f"c-{number}") for number in range(1, 7)]
+        table = [  # cases whose question changed, what the refusal says of them
+            (5, "question changed: c-1, c-2, c-3, c-4, c-5; compare"),
+            (6, "question changed: c-1, c-2, c-3, c-4, c-5 and 1 more; compare"),
+        ]
+        for changed, said in table:
+            with self.subTest(changed=changed):
+                edited = [dict(case, question=case["question"] + " (edited)")
+                          if number < changed else case for number, case in enumerate(cases)]
+                with self.assertRaises(ValueError) as refused:
+                    compare(make_record(cases=cases), make_record(cases=edited))
+                self.assertIn(f"): {said} two runs of the same suite", str(refused.exception))
+
     def test_records_of_the_published_runner_without_error_status_compare(self):
         before, after = record(), fail(record(), "ambiguous-payment")
         for rec in (before, after):
@@ -396,6 +420,23 @@ class CautionTest(Files, unittest.TestCase):
         _, lines = compare(record(), after)
         self.assertEqual(lines[0], "CAUTION: changed sdk_version: 1.0.0 -> (unreadable); "
                                    "a difference may come from the tooling, not the model")
+
+    def test_a_field_missing_from_a_record_reads_none_in_its_caution(self):
+        after = record()
+        del after["sdk_version"]
+        _, lines = compare(record(), after)
+        self.assertEqual(lines[0], "CAUTION: changed sdk_version: 1.0.0 -> (none); "
+                                   "a difference may come from the tooling, not the model")
+
+    def test_records_given_as_data_are_named_before_and_after_in_receipt_cautions(self):
+        for name in ("BEFORE", "AFTER"):
+            with self.subTest(name=name):
+                records = {"BEFORE": record(), "AFTER": record()}
+                records[name]["checker_sha256"] = "b" * 64
+                _, lines = compare(records["BEFORE"], records["AFTER"])
+                self.assertEqual(lines[0], f"CAUTION: {name} was judged by another version of "
+                                           "checker.py; its verdicts were derived again from "
+                                           "its saved responses by this checker")
 
     def test_a_record_cannot_inject_lines_or_escapes(self):
         after = fail(record(), "rate-limit")
@@ -786,6 +827,26 @@ class CliTest(Files, unittest.TestCase):
         self.assertEqual(code, 2)
         self.assertEqual(errors.getvalue(), "compare_runs.py: cannot write the output "
                                             "(No space left on device); no verdict\n")
+
+    def test_a_closed_stdout_exits_2_with_one_line_on_stderr(self):
+        before, after = self.write("b.json", record()), self.write("a.json", record())
+        errors = io.StringIO()
+        with contextlib.redirect_stdout(None), contextlib.redirect_stderr(errors):
+            code = compare_runs.main([before, after])
+        self.assertEqual(code, 2)
+        self.assertEqual(errors.getvalue(),
+                         "compare_runs.py: standard output is closed; no verdict\n")
+
+    def test_history_flag_shows_the_history_of_the_records(self):
+        path = self.write("a.json", record())
+        for args in (["--history", path], [f"--history={path}"]):
+            with self.subTest(args=args):
+                code, output, errors = self.main(*args)
+                self.assertEqual((code, errors), (0, ""))
+                self.assertEqual(output.splitlines()[:2],
+                                 ["History of 1 record, oldest first:",
+                                  f"  1. {path}  {CREATED}  repeats, 1 models, 4 rows: "
+                                  "4 passed, 0 failed, 0 no verdict"])
 
     def test_an_internal_error_exits_2_with_the_traceback_and_one_line(self):
         path = self.write("a.json", record())

@@ -426,6 +426,40 @@ class ViewsTest(HistoryTest):
         self.assertEqual(read_text(other), "<p>mine</p>")
 
 
+class PureViewTest(unittest.TestCase):
+    """Functions of history.py on hand-made data: tokens, the model table, the chart."""
+
+    def test_tokens_come_from_usage_total_or_its_parts_zero_included(self):
+        table = [
+            ({"total_tokens": 0}, 0),  # zero is a count, not an unknown
+            ({"total_tokens": 960, "input_tokens": 1, "output_tokens": 1}, 960),
+            ({"input_tokens": 0, "output_tokens": 0}, 0),
+            ({"input_tokens": 700, "output_tokens": 260}, 960),
+            ({"total_tokens": -1, "input_tokens": 700}, None),
+            ({"total_tokens": True}, None),
+        ]
+        for usage, tokens in table:
+            with self.subTest(usage=usage):
+                self.assertEqual(history.usage_tokens({"usage": usage}), tokens)
+
+    def test_a_model_with_no_reported_cost_reads_unknown_in_the_terminal_table(self):
+        model = {"model": "offline/m", "passed": 1, "runs": 2, "latency_p50": None,
+                 "latency_p95": None, "tokens_per_request": None, "cost_per_request": None}
+        lines = history.terminal_lines({"records": [], "pairs": [], "models": [model],
+                                        "notes": []})
+        header = lines.index("model      passed  p50 s  p95 s  tokens/request  cost/request")
+        self.assertEqual(lines[header + 1],
+                         "offline/m  1/2     -      -      -               unknown")
+
+    def test_the_rate_chart_draws_no_bar_for_a_record_without_a_verdict(self):
+        chart = history.rate_chart([
+            {"number": 1, "path": "r1.json", "passed": 0, "failed": 0},  # every row an error
+            {"number": 2, "path": "r2.json", "passed": 1, "failed": 1}])
+        self.assertEqual(re.findall(r"<title>(.*?)</title>", chart),
+                         ["record 2: r2.json: 1/2 passed"])
+        self.assertEqual(chart.count("<rect"), 1)
+
+
 class DocTest(unittest.TestCase):
     """docs/history.md: its recipe is pinned and minimal, its prune step runs."""
 
