@@ -6,17 +6,22 @@ once with exact rationals from the curtailed process by a separate script (its
 "note" says how), never by plans.py itself.
 """
 
+import contextlib
+import io
 import itertools
 import json
 import math
 import os
+import sys
 import unittest
+import unittest.mock
 from decimal import Decimal
 from fractions import Fraction
 
 import checker
 import compare_runs
 import plans
+import vocabulary
 
 REFERENCE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata",
                               "plans_reference.json")
@@ -132,6 +137,39 @@ class PairStateTest(unittest.TestCase):
     def test_more_rows_than_the_plan_is_an_error(self):
         with self.assertRaises(ValueError):
             plans.pair_state(45, 2, 46, 1)
+
+    def test_the_smallest_plan_has_one_run_more_than_the_allowed_failures(self):
+        # n = allowed + 1: one pass qualifies, allowed + 1 failures do not
+        for passes, failures, state in ((0, 0, "running"), (1, 0, "qualified"),
+                                        (0, 1, "running"), (0, 2, "not_qualified")):
+            with self.subTest(passes=passes, failures=failures):
+                self.assertEqual(plans.pair_state(passes, failures, 2, 1), state)
+
+
+class ArgumentErrorTest(unittest.TestCase):
+    def test_each_refused_argument_is_named_in_the_message(self):
+        for call, args, message in (
+                (plans.pair_state, (0, 0, 5, -1),
+                 "allowed failures must be a whole number of at least 0, not -1"),
+                (plans.pair_state, (0, 0, 1, 1),
+                 "the plan's runs must be a whole number of at least 2, not 1"),
+                (plans.chance_to_qualify, (1.5, 46, 1),
+                 "the true pass rate must be from 0 to 1, not 1.5"),
+                (plans.expected_requests, (0.99, 1, 1),
+                 "the plan's runs must be a whole number of at least 2, not 1"),
+                (plans.repeats_bound, (0,), "repeats must be a whole number of at least 1, not 0"),
+                (plans.plan_size, (0.9, 1.0, 0),
+                 "the confidence must be above 0 and below 1, not 1.0")):
+            with self.subTest(call=call.__name__, args=args):
+                with self.assertRaises(ValueError) as caught:
+                    call(*args)
+                self.assertEqual(str(caught.exception), message)
+
+    def test_allowed_failures_without_a_proof_say_what_is_missing(self):
+        with self.assertRaises(ValueError) as caught:
+            plans.headline(MODELS, CASES, allowed=1, repeats=3)
+        self.assertEqual(str(caught.exception),
+                         "allowed failures need a proof: give the pass rate to prove")
 
 
 class ChanceTest(unittest.TestCase):
@@ -374,6 +412,129 @@ class PlanLinesTest(unittest.TestCase):
     def test_allowed_failures_need_a_proof(self):
         with self.assertRaises(ValueError):
             plans.headline(MODELS, CASES, allowed=1, repeats=3)
+
+
+# --------------------------------------------------------------------------
+# vocabulary.py: the words every view shares (labels, p-values, usage errors).
+# --------------------------------------------------------------------------
+
+
+class VocabularyTest(unittest.TestCase):
+    def test_what_each_label_means(self):
+        for label, meaning in (
+                ("NEW_FAILURE", "passed every time before, fails at least once now: the change "
+                                "broke an approved decision"),
+                ("WORSE", "failed some of the time before and fails more often now"),
+                ("RECOVERED", "failed at least once before, passes every time now"),
+                ("BETTER", "fails less often than before, but still fails"),
+                ("PASS", "passed every time, before and now"),
+                ("STILL_FAILING", "fails as often as before")):
+            with self.subTest(label=label):
+                self.assertEqual(vocabulary.MEANINGS[label], meaning)
+
+    def test_p_values_are_never_written_as_zero(self):
+        # three decimals from 0.001 up, exponent form below; "-" without a p-value
+        for p_value, text in ((None, "-"), (0.001, "0.001"), (0.05, "0.050"), (1, "1.000"),
+                              (0.0009, "9.0e-04"), (1e-10, "1.0e-10")):
+            with self.subTest(p_value=p_value):
+                self.assertEqual(vocabulary.p_text(p_value), text)
+
+
+class ParserTest(unittest.TestCase):
+    def parser(self, *flags):
+        parser = vocabulary.Parser(prog="tool")
+        for flag in flags:
+            parser.add_argument(flag)
+        return parser
+
+    def usage_error(self, parser, args):
+        errors = io.StringIO()
+        with contextlib.redirect_stderr(errors), self.assertRaises(SystemExit) as stop:
+            parser.parse_args(args)
+        self.assertEqual(stop.exception.code, 2)
+        return errors.getvalue()
+
+    def test_an_unknown_argument_is_a_one_line_usage_error(self):
+        self.assertEqual(self.usage_error(self.parser("--out"), ["--zzzz"]),
+                         "tool: error: unrecognized arguments: --zzzz\n")
+
+    def test_a_mistyped_flag_names_the_closest_known_one(self):
+        for args, hint in ((["--ouput"], "--ouput (did you mean --out?)"),
+                           (["--ouput=x.json"], "--ouput=x.json (did you mean --out?)"),
+                           (["-i"], "-i (did you mean --id?)")):  # two characters: still a flag
+            with self.subTest(args=args):
+                self.assertEqual(self.usage_error(self.parser("--out", "--models", "--id"), args),
+                                 f"tool: error: unrecognized arguments: {hint}\n")
+
+    def test_two_mistyped_flags_name_a_known_one_each(self):
+        self.assertEqual(self.usage_error(self.parser("--out", "--models"), ["--ouput", "--modles"]),
+                         "tool: error: unrecognized arguments: --ouput --modles (did you mean "
+                         "--out for --ouput, --models for --modles?)\n")
+
+    def test_a_mistyped_flag_is_given_only_the_closest_match(self):
+        self.assertEqual(self.usage_error(self.parser("--model", "--models"), ["--modelz"]),
+                         "tool: error: unrecognized arguments: --modelz (did you mean --model?)\n")
+
+    def test_no_hint_for_what_is_not_a_flag(self):
+        for args in (["-"], ["out"]):
+            with self.subTest(args=args):
+                self.assertEqual(self.usage_error(self.parser("--out"), args),
+                                 f"tool: error: unrecognized arguments: {args[0]}\n")
+
+    def test_control_characters_are_escaped_to_keep_one_line(self):
+        for arg, shown in (("x\ny", "x\\ny"), ("a\x1b[31m", "a\\x1b[31m")):
+            with self.subTest(arg=arg):
+                self.assertEqual(self.usage_error(self.parser("--out"), [arg]),
+                                 f"tool: error: unrecognized arguments: {shown}\n")
+
+
+def closed_os(closed):
+    """A stand-in for vocabulary's os on which the descriptors in `closed` are closed."""
+    def fstat(number):
+        if number in closed:
+            raise OSError(9, "Bad file descriptor")
+    fake = unittest.mock.Mock(devnull=os.devnull, O_RDWR=os.O_RDWR)
+    fake.fstat.side_effect = fstat
+    return fake
+
+
+class StandardStreamsTest(unittest.TestCase):
+    def test_each_closed_descriptor_is_opened_on_dev_null(self):
+        for closed in ((), (0,), (1,), (0, 2), (0, 1, 2)):
+            with self.subTest(closed=closed):
+                fake = closed_os(set(closed))
+                with unittest.mock.patch.object(vocabulary, "os", fake):
+                    vocabulary.mend_standard_streams()
+                self.assertEqual(fake.open.call_args_list,
+                                 [unittest.mock.call(os.devnull, os.O_RDWR)] * len(closed))
+
+    def mended_stderr(self, stderr):
+        """sys.stderr after mending a closed descriptor 2 while sys.stderr was `stderr`;
+        closed, and descriptor 2 put back, at the test's end."""
+        saved = os.dup(2)
+        self.addCleanup(os.close, saved)
+        self.addCleanup(os.dup2, saved, 2)
+        with unittest.mock.patch.object(vocabulary, "os", closed_os({2})), \
+                unittest.mock.patch.object(sys, "stderr", stderr):
+            vocabulary.mend_standard_streams()
+            mended = sys.stderr
+        if mended is not stderr:
+            self.addCleanup(mended.close)
+        return mended
+
+    def test_a_missing_sys_stderr_becomes_a_text_stream_on_descriptor_2(self):
+        mended = self.mended_stderr(None)
+        self.assertIsInstance(mended, io.TextIOWrapper)
+        self.assertEqual((mended.fileno(), mended.mode, mended.encoding), (2, "w", "utf-8"))
+
+    def test_closing_the_new_stream_leaves_descriptor_2_open(self):
+        mended = self.mended_stderr(None)
+        mended.close()
+        os.fstat(2)  # OSError if closing the stream closed the descriptor
+
+    def test_an_existing_sys_stderr_is_kept(self):
+        stream = io.StringIO()
+        self.assertIs(self.mended_stderr(stream), stream)
 
 
 if __name__ == "__main__":

@@ -79,6 +79,12 @@ class BuiltInSuiteTest(unittest.TestCase):
         self.assertEqual(json.dumps(suites.tool_of(suite)), json.dumps(checker.TOOL))
         self.assertEqual(suites.record_cases(suite), checker.CASES)
 
+    def test_the_built_in_suite_hash_stays_what_committed_records_hold(self):
+        # every record saves it; record.load refuses a record whose hash differs as edited,
+        # so a new hash would make each committed baseline of the built-in suite unreadable
+        self.assertEqual(suites.suite_sha256(checker.BUILTIN_SUITE),
+                         "57d7ad21245a70ece7be86dc5f46a0ec1a5e8a2bbfa7701302928447d6230bfd")
+
     def test_the_tutorial_names_stay_importable_from_the_runner(self):
         for name in ("MODELS", "CASES", "INSTRUCTIONS", "TOOL", "FORMAT", "check",
                      "rfc_document", "approved_source", "reported_cost", "run_one", "summary"):
@@ -226,6 +232,9 @@ BAD = [  # name, change to the small suite's text, words the error holds
     ("general that fails", lambda text: text.replace('general = ["errors"]',
                                                      'general = ["Errors"]'),
      "sources.general 'Errors'"),
+    ("general not a list", lambda text: text.replace('general = ["errors"]',
+                                                     'general = "errors"'),
+     "sources.general must be a list of documents"),
     ("question over 16 KiB", lambda text: text.replace(
         '"Ticket: the shop wants', '"' + "x" * (16 << 10) + ' wants'), "more than 16 KiB"),
     ("instructions over 64 KiB", lambda text: text.replace(
@@ -271,6 +280,12 @@ class BadSuiteFileTest(Harness):
     def test_over_10000_cases_are_refused(self):
         with mock.patch.object(suites, "MAX_CASES", 1):
             self.assert_refused(self.run_suite(SMALL), "has 2 cases, more than 1")
+
+    def test_a_fifo_is_refused_without_waiting_for_a_writer(self):
+        fifo = self.path("suite.toml")
+        os.mkfifo(fifo)
+        self.assert_refused(self.main("--suite", fifo),
+                            f"--suite {fifo} is not a regular file")
 
     def test_a_missing_file_and_a_folder_are_refused(self):
         self.assert_refused(self.main("--suite", self.path("none.toml")), "cannot read")
