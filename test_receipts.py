@@ -443,3 +443,20 @@ class StreamTest(unittest.TestCase):
                        {"type": "response.completed", "response": {"id": "resp_b"}}])
         with self.assertRaises(sending.ReceiptMismatch):
             sending.receive(events, reconnect=None, on_receipt=lambda found: None)
+
+
+class OneIdForEveryAnswerTest(Harness):
+    def test_a_run_never_refuses_the_answers_its_own_requests_got(self):
+        original = simulated_api.foreground_answer
+
+        def same_id(state, number, body):  # a mocked API: every answer under one id
+            status, headers, response = original(state, number, body)
+            return status, headers, {**response, "id": "resp_mock"} if status == 200 else response
+
+        with mock.patch.object(simulated_api, "foreground_answer", same_id):
+            code, output, errors = self.main("--models", "m1", "--foreground")
+        self.assertEqual(code, 0, output + errors)
+        self.assertEqual(len(self.record()["runs"]), 4)
+        with self.assertRaises(ValueError) as refused:  # a reader of the record does refuse
+            record.load(self.out)
+        self.assertIn("hold the same response id 'resp_mock'", str(refused.exception))
