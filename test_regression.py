@@ -37,7 +37,7 @@ import simulated_api
 import wire
 
 regression_hash, runner_hash = record.code_sha256, record.runner_sha256  # names shadowed below
-from testing import KEY, Harness, cli, quiet, read_json, read_text, slow
+from testing import KEY, Harness, cli, quiet, read_json, read_text, slow, temp_dir
 
 CASE = {case["id"]: case for case in regression.CASES}
 PAYMENT = CASE["ambiguous-payment"]
@@ -1999,3 +1999,254 @@ class ProgressTest(Harness):
         self.assertEqual(code, 0)
         self.assertNotIn("in flight", output)
         self.assertNotIn("in flight", read_text(self.out))
+
+
+class UsageBoundaryTest(Harness):
+    """The limits of the command line, with the words a user reads."""
+
+    def usage_error(self, *args):
+        with self.assertRaises(SystemExit) as raised, \
+                contextlib.redirect_stderr(io.StringIO()) as errors:
+            regression.parse_args(list(args))
+        self.assertEqual(raised.exception.code, 2)
+        return errors.getvalue().strip().splitlines()[-1]
+
+    def test_the_largest_repeats_and_retries_are_accepted(self):
+        for args in (("--repeats", "10"), ("--retries", "10"), ("--retries", "0")):
+            with self.subTest(args):
+                parsed = regression.parse_args(list(args))
+                self.assertEqual(getattr(parsed, args[0][2:]), int(args[1]))
+
+    def test_one_past_each_limit_is_refused_with_its_range(self):
+        for args, words in ((("--repeats", "11"), "--repeats must be 1..10, got 11"),
+                            (("--retries", "11"), "--retries must be 0..10, got 11"),
+                            (("--retries", "-1"), "--retries must be 0..10, got -1")):
+            with self.subTest(args):
+                self.assertEqual(self.usage_error(*args), f"regression.py: error: {words}")
+
+    def test_a_flag_given_twice_is_named(self):
+        self.assertEqual(self.usage_error("--jobs", "2", "--jobs=3"),
+                         "regression.py: error: --jobs is given twice; give it once")
+
+    def test_a_baseline_without_a_plan_is_refused(self):
+        self.assertIn("--baseline prices a plan; give --plan too",
+                      self.usage_error("--baseline", self.path("b.json")))
+
+    def test_flags_a_record_decides_are_refused_with_resume_and_regrade(self):
+        for args, words in (
+                (("--regrade", "r.json", "--models", "a/b"),
+                 "--regrade re-checks the record's own models, cases, instructions and "
+                 "repeats; drop --models"),
+                (("--resume", "r.json", "--prove", "0.9", "--allow-failures", "1"),
+                 "--resume finishes the record in place with its own models, cases, "
+                 "instructions and repeats; drop --allow-failures --prove"),
+                (("--resume", "r.json", "--prove", "0.9"),
+                 "--resume finishes the record in place with its own models, cases, "
+                 "instructions and repeats; drop --prove")):
+            with self.subTest(args):
+                self.assertEqual(self.usage_error(*args), f"regression.py: error: {words}")
+
+    def test_help_names_each_value_and_what_the_demo_writes(self):
+        with self.assertRaises(SystemExit), contextlib.redirect_stdout(io.StringIO()) as out:
+            regression.parse_args(["--help"])
+        text = " ".join(out.getvalue().split())
+        for words in ("--repeats N", "--confidence C", "--demo NEW_DIR run offline against a "
+                      "simulated API and write NEW_DIR/results.json (no key needed, data is "
+                      "synthetic)"):
+            with self.subTest(words):
+                self.assertIn(words, text)
+
+
+class CitationRuleTest(unittest.TestCase):
+    def test_each_status_defined_outside_rfc_9110_may_cite_its_own_rfc(self):
+        for status, rfc in (("429", "rfc6585"), ("428", "rfc6585"), ("431", "rfc6585"),
+                            ("511", "rfc6585"), ("451", "rfc7725"), ("103", "rfc8297"),
+                            ("425", "rfc8470"), ("207", "rfc4918"), ("423", "rfc4918"),
+                            ("424", "rfc4918"), ("507", "rfc4918"), ("208", "rfc5842"),
+                            ("508", "rfc5842"), ("226", "rfc3229"), ("510", "rfc2774")):
+            with self.subTest(status):
+                self.assertIsNone(runs.citation_rule_problem({"expected": status, "rfc": rfc}))
+
+    def test_a_wrong_rfc_is_told_which_to_give(self):
+        self.assertEqual(runs.citation_rule_problem({"expected": "510", "rfc": "rfc6585"}),
+                         "field rfc is rfc6585, but status 510 is cited with rfc9110 or "
+                         "rfc2774 (the built-in instructions' rule); give rfc 'rfc9110'")
+
+
+class CommandHintTest(unittest.TestCase):
+    def test_an_interpreter_in_the_current_folder_is_run_as_dot_slash(self):
+        folder, name = os.path.split(sys.executable)
+        with contextlib.chdir(folder):
+            words = shlex.split(runs.command_hint("--demo", "d"))
+        self.assertEqual(words[0], "." + os.sep + name)
+        self.assertEqual(words[2:], ["--demo", "d"])
+
+
+class CrashExitTest(unittest.TestCase):
+    def test_a_crash_is_exit_2_with_the_key_redacted_and_the_traceback_saved(self):
+        folder = temp_dir(self)
+        with mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": KEY}), \
+                mock.patch.object(regression, "CRASH_FOLDER", [folder]):
+            try:
+                raise ValueError(f"boom {KEY}")
+            except ValueError as exc:
+                code, _, errors = quiet(regression.crash_exit, exc)
+        self.assertEqual(code, 2)
+        self.assertNotIn(KEY, errors)
+        self.assertTrue(errors.startswith("regression.py: error: internal error: ValueError: "
+                                          "boom "), errors)
+        saved = [os.path.join(folder, name) for name in os.listdir(folder)]
+        self.assertEqual(len(saved), 1)
+        self.assertIn(f"the traceback is in {saved[0]}: please report it", errors)
+        self.assertNotIn(KEY, read_text(saved[0]))
+
+
+class RowLineTest(unittest.TestCase):
+    def line(self, **change):
+        base = {"repeat": 0, "model": "a/b", "case_id": "c", "passed": True, "reasons": [],
+                "cost_usd": "0.0042", "seconds": 1.5, "error": None}
+        return runs.row_line({**base, **change})
+
+    def test_the_cost_is_in_dollars_or_said_to_be_unknown(self):
+        for cost, words in (("0.0042", "repeat 0 a/b c PASS $0.0042 1.5s"),
+                            (None, "repeat 0 a/b c PASS cost unknown 1.5s")):
+            with self.subTest(cost):
+                self.assertEqual(self.line(cost_usd=cost), words)
+
+
+class WirePureTest(unittest.TestCase):
+    def test_only_a_status_outside_the_final_ones_is_still_running(self):
+        for response, running in (({"status": "queued"}, True), ({"status": "in_progress"}, True),
+                                  ({"status": "completed"}, False), ({"status": "failed"}, False),
+                                  ({}, False), ("queued", False)):
+            with self.subTest(response):
+                self.assertIs(wire.still_running(response), running)
+
+    def test_a_response_too_large_keeps_its_id_size_head_and_no_cost(self):
+        response = {"id": "resp_1", "pad": "x" * 5000}
+        row = wire.too_large({"response": response, "cost_usd": "0.5", "error": None,
+                              "model": "a/b"}, 17 << 20)
+        self.assertEqual(row["cost_usd"], None)
+        self.assertEqual(row["error"], "ResponseTooLarge")
+        self.assertEqual(row["response"], {"id": "resp_1", "characters": 17 << 20,
+                                           "head": record.dumps(response)[:4096]})
+        self.assertEqual(row["error_message"], "the response is 17,825,792 characters, more "
+                         "than the 16 Mi a record keeps of one answer; its id, size and first "
+                         "characters are kept")
+
+    def test_nulls_inside_lists_are_dropped_too(self):
+        self.assertEqual(wire.without_nulls({"a": [{"b": None, "c": 1}, 2], "d": None}),
+                         {"a": [{"c": 1}, 2]})
+
+    def test_each_retired_sonar_kind_is_recognised(self):
+        for kind in ("agent_api_migration_required", "chat_completions_not_available"):
+            with self.subTest(kind):
+                sender = mock.Mock(error_kind=kind, error_message="forbidden")
+                self.assertTrue(wire.retired({"error_status": 403}, sender, "chat:sonar-pro"))
+        sender = mock.Mock(error_kind="other", error_message="forbidden")
+        self.assertFalse(wire.retired({"error_status": 403}, sender, "chat:sonar-pro"))
+
+    def test_an_error_event_of_a_stream_is_wrapped_as_an_error(self):
+        stream = mock.MagicMock()
+        stream.response.iter_lines.return_value = [
+            "event: error", 'data: {"code": "overloaded"}', 'data: {"type": "done"}']
+        self.assertEqual(list(wire.events_of(stream)), [
+            {"type": "error", "message": {"code": "overloaded"}}, {"type": "done"}])
+
+    def test_a_response_exactly_at_the_size_limit_is_kept_whole(self):
+        response = {"id": "resp_1", "status": "failed"}
+        size = len(record.dumps(response))
+        base = {"model": "a/b", "case_id": "c", "error": "APIError", "error_status": 500,
+                "cost_usd": None, "reasons": ["execution_error"], "passed": False,
+                "answer_text": None}
+        for limit, kept in ((size, True), (size - 1, False)):
+            with self.subTest(limit=limit), mock.patch.object(wire, "MAX_RESPONSE_CHARS", limit):
+                row = wire.settled({**base, "response": dict(response)}, "boom", [KEY])
+                self.assertEqual(row["response"] == response, kept)
+
+
+class ListedModelsTest(unittest.TestCase):
+    class Listed:
+        def __init__(self, data):
+            self.data = data
+
+        def model_dump(self, **kwargs):
+            return {"data": self.data}
+
+    def client(self, data):
+        return mock.Mock(models=mock.Mock(list=mock.Mock(return_value=self.Listed(data))))
+
+    def test_the_names_of_an_sdk_model_list_are_read(self):
+        names, why = wire.listed_models(self.client([{"id": "a/b"}, {"id": ""}, "x"]), [])
+        self.assertEqual((names, why), (["a/b"], None))
+
+    def test_an_empty_list_is_said_once_and_the_run_goes_on(self):
+        run = mock.Mock(regrade=False, secrets=[], models=["a/b"])
+        problem, _, errors = quiet(wire.checked_models, run, self.client([]))
+        self.assertIsNone(problem)
+        self.assertEqual(errors.strip().splitlines(), [
+            "--check-models: the API's model list is empty or not a list of models; going "
+            "on without checking the models"])
+
+
+class ProofOutputTest(Harness):
+    def test_a_proof_counts_what_it_sent_against_what_its_plan_allows(self):
+        code, output, _ = self.main("--prove", "0.5", "--models", "a/b")
+        self.assertEqual(code, 0)
+        self.assertIn("\nSent 20 requests in this run; 20 verdict rows of at most 20 the plan "
+                      "allows.\n", output)
+
+    def test_the_summary_is_printed_as_one_json_line(self):
+        code, output, _ = self.main("--models", "a/b")
+        self.assertEqual(code, 0)
+        lines = [line for line in output.splitlines() if line.startswith("{")]
+        self.assertEqual([json.loads(line) for line in lines], [self.record()["summary"]])
+
+
+class ResumedSettingsTest(Harness):
+    def execution(self, previous):
+        args = regression.parse_args(["--out", self.out])
+        return runs.execution_of(args, self.out, previous)
+
+    def test_saved_jobs_and_retries_are_kept_only_within_their_ranges(self):
+        for previous, kept in (({"jobs": 32, "retries": 10}, (32, 10)),
+                               ({"jobs": 33, "retries": 11}, (1, 2)),
+                               ({"jobs": 0, "retries": -1}, (1, 2)),
+                               ({"jobs": "4", "retries": 3.0}, (1, 2))):
+            with self.subTest(previous):
+                execution = self.execution(previous)
+                self.assertEqual((execution["jobs"], execution["retries"]), kept)
+
+
+class RegradeHeadTest(Harness):
+    def regrade(self):
+        self.assertEqual(self.main("--models", "a/b")[0], 0)
+        new = self.path("regraded.json")
+        with mock.patch.object(record, "checker_sha256", lambda: "0" * 64), \
+                mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": ""}):
+            code, _, _ = self.main("--regrade", self.out, "--out", new, out=False)
+        self.assertEqual(code, 0)
+        return self.record(), self.record(new)
+
+    def test_a_regraded_record_names_the_checker_that_judged_it(self):
+        _, regraded = self.regrade()
+        self.assertEqual(regraded["checker_sha256"], "0" * 64)
+
+    def test_a_regraded_record_keeps_every_hash_of_its_source(self):
+        original, regraded = self.regrade()
+        self.assertEqual(regraded["regraded_from"], {
+            "path": self.out, "code_sha256": original["code_sha256"],
+            "runner_sha256": original["runner_sha256"],
+            "checker_sha256": original["checker_sha256"], "created_at": original["created_at"]})
+
+
+class ClosedProgressTest(unittest.TestCase):
+    def test_a_closed_stream_stops_the_status_line_instead_of_the_run(self):
+        now = [100.0]
+        run = mock.Mock(entries=[0] * 8, dropped=set(), tally=checker.Tally(["m"], 2))
+        stream = io.StringIO()
+        stream.close()
+        progress = runs.Progress(run, mock.Mock(in_flight=1), stream, clock=lambda: now[0])
+        now[0] += 11
+        progress.tick()
+        self.assertTrue(progress.done.is_set())
