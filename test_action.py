@@ -566,6 +566,281 @@ class AuditTest(unittest.TestCase):
         self.assertNotEqual(result.returncode, 0, result.stdout)
 
 
+class CommentPartsTest(unittest.TestCase):
+    """The comment's history, evidence and the workflow-command escaping, in-process."""
+
+    def test_the_author_is_the_jobs_token_bot(self):
+        bot = {"id": 9, "body": comment.MARKER, "user": {"login": "github-actions[bot]"}}
+        self.assertEqual(comment.marked([bot]), 9)
+
+    def test_a_history_of_pairs_is_a_table(self):
+        pairs = [{"label": "FLAKY", "model": MODEL, "case": "c1", "sequence": "PFP"}]
+        self.assertEqual(comment.history_parts({"history": pairs}), [
+            "History, the pairs that did not always hold (oldest record first):\n\n"
+            "| label | model | case | runs |\n|---|---|---|---|\n"
+            f"| FLAKY | {MODEL} | c1 | `PFP` |"])
+
+    def test_an_empty_history_says_every_pair_held(self):
+        self.assertEqual(comment.history_parts({"history": []}),
+                         ["History: every (model, case) held in every earlier record (STABLE)."])
+
+    def test_no_history_input_says_nothing(self):
+        self.assertEqual(comment.history_parts({}), [])
+
+    def test_the_comparison_line_names_the_baseline(self):
+        body = comment.comment_body(said(), {})
+        self.assertIn("\n\nAgainst baseline.json: compared 4: 1 new failure, 0 recovered, "
+                      "3 pass, 0 still failing\n\n", body)
+
+    def test_the_changed_rows_are_one_table_a_row_a_line(self):
+        body = comment.comment_body(said(), {})
+        self.assertIn("\n\n| label | model | case | before | after |\n|---|---|---|---|---|\n"
+                      f"| NEW_FAILURE | {MODEL} | ambiguous-payment | 1/1 | 0/1 |\n", body)
+
+    def test_no_link_no_evidence_line(self):
+        self.assertNotIn("Evidence", comment.comment_body(said(), {}))
+
+    def test_command_data_is_one_line_with_percent_escaped(self):
+        self.assertEqual(comment.command_data("50% a\r\nb\nc"), "50%25 a%0D%0Ab%0Ac")
+
+
+class CommentsCallsTest(unittest.TestCase):
+    """The comments API calls, with urlopen and call stood in."""
+
+    def calls(self, pages):
+        sent = []
+
+        def call(method, path, body=None):
+            sent.append((method, path, body))
+            return pages(len(sent)) if method == "GET" else {}
+        api = comment.Comments("https://api.example/", REPO, PULL, "tok")
+        api.call = call
+        return api, sent
+
+    def test_a_request_carries_the_token_and_the_api_version(self):
+        seen = []
+
+        class Answer:
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+            def read(self):
+                return b'{"ok": 1}'
+
+        def urlopen(request, timeout):
+            seen.append((request, timeout))
+            return Answer()
+        api = comment.Comments("https://api.example/", REPO, PULL, "tok")
+        with mock.patch.object(comment.urllib.request, "urlopen", urlopen):
+            self.assertEqual(api.call("POST", "/issues/7/comments", {"body": "b"}), {"ok": 1})
+        [(request, timeout)] = seen
+        self.assertEqual(timeout, 30)
+        self.assertEqual(request.full_url, f"https://api.example/repos/{REPO}/issues/7/comments")
+        self.assertEqual(request.get_method(), "POST")
+        self.assertEqual(json.loads(request.data), {"body": "b"})
+        self.assertEqual({k.lower(): v for k, v in request.header_items()}, {
+            "authorization": "Bearer tok", "accept": "application/vnd.github+json",
+            "x-github-api-version": "2022-11-28", "user-agent": "agent-regression-runner",
+            "content-type": "application/json"})
+
+    def test_pages_of_100_are_listed(self):
+        api, sent = self.calls(lambda n: [])
+        self.assertIsNone(api.ours())
+        self.assertEqual(sent, [("GET", f"/issues/{PULL}/comments?per_page=100&page=1", None)])
+
+    def test_at_most_50_pages_are_listed(self):
+        api, sent = self.calls(lambda n: [{"id": n, "body": "x"}] * 100)
+        self.assertIsNone(api.ours())
+        self.assertEqual(len(sent), 50)
+        self.assertTrue(sent[-1][1].endswith("&page=50"))
+
+    def test_without_our_comment_one_is_created(self):
+        api, sent = self.calls(lambda n: [])
+        self.assertEqual(api.put("body"), "created")
+        self.assertEqual(sent[-1], ("POST", f"/issues/{PULL}/comments", {"body": "body"}))
+
+
+class CommentMainTest(unittest.TestCase):
+    """comment.py's main() in-process: the environment in, the comment it puts."""
+
+    def run_main(self, **env):
+        folder = temp_dir(self)
+        write_text(os.path.join(folder, "gate.json"), json.dumps(said()))
+        event = write_text(os.path.join(folder, "event.json"), json.dumps(pull_request_event()))
+        put = []
+
+        def fake_put(api, body):
+            put.append((api.api, api.repository, api.number, api.token, body))
+            return "created"
+        env = {"GATE_FOLDER": folder, "GITHUB_EVENT_PATH": event, **env}
+        with mock.patch.dict(os.environ, env, clear=True), \
+                mock.patch.object(comment.Comments, "put", fake_put):
+            code, out, _ = quiet(comment.main)
+        return code, out, put
+
+    def test_the_comment_is_put_with_the_jobs_settings(self):
+        code, out, put = self.run_main(GITHUB_REPOSITORY=REPO, GITHUB_TOKEN="tok",
+                                       GITHUB_RUN_ID="9", RUN_PAGE_URL="https://x.example/p")
+        self.assertEqual((code, out), (0, "Pull-request comment created.\n"))
+        [(api, repository, number, token, body)] = put
+        self.assertEqual((api, repository, number, token),
+                         ("https://api.github.com", REPO, PULL, "tok"))
+        self.assertIn("[run page](https://x.example/p) · "
+                      f"[this run](https://github.com/{REPO}/actions/runs/9)", body)
+
+    def test_the_run_link_is_on_the_jobs_server(self):
+        _, _, [(*_, body)] = self.run_main(GITHUB_REPOSITORY=REPO, GITHUB_RUN_ID="9",
+                                           GITHUB_SERVER_URL="https://ghe.example")
+        self.assertIn(f"[this run](https://ghe.example/{REPO}/actions/runs/9)", body)
+
+    def test_without_a_run_id_no_run_link(self):
+        _, _, [(*_, body)] = self.run_main(GITHUB_REPOSITORY=REPO)
+        self.assertNotIn("this run", body)
+
+
+class GateStepsTest(unittest.TestCase):
+    """The gate's steps with its child scripts stood in, in-process."""
+
+    class Child:
+        def __init__(self, codes):
+            self.codes, self.calls = list(codes), []
+
+        def run(self, script, args):
+            self.calls.append((script, list(args)))
+            return self.codes.pop(0)
+
+    def gate(self, env, codes, **patches):
+        folder = temp_dir(self)
+        child = self.Child(codes)
+        with mock.patch.object(gate, "run_verdict", patches.get("run_verdict", lambda p: None)), \
+                mock.patch.object(gate, "comparison_result", lambda b, r: None), \
+                mock.patch.object(gate, "history_of",
+                                  patches.get("history_of", lambda *a: ([], None))):
+            outputs, said = gate.gate({"PERPLEXITY_API_KEY": "k", **env}, child, folder)
+        return outputs, said, child, folder
+
+    def test_every_input_is_checked_for_a_flag(self):
+        for name in ("INPUT_MODELS", "INPUT_SUITE", "INPUT_CASES", "INPUT_INSTRUCTIONS",
+                     "INPUT_BASELINE", "INPUT_HISTORY", "INPUT_REPEATS", "INPUT_PROVE",
+                     "INPUT_ALLOW_FAILURES", "INPUT_JOBS", "INPUT_MAX_COST"):
+            with self.subTest(name):
+                self.assertIn("starts with '-'", gate.input_problem({name: "-x"}))
+
+    def test_without_a_key_nothing_runs_and_the_line_says_why(self):
+        child = mock.Mock()
+        outputs, said = gate.gate({}, child, temp_dir(self))
+        child.run.assert_not_called()
+        self.assertEqual((outputs["exit-code"], said["lines"]), (2, [gate.NO_KEY_LINE]))
+
+    def test_a_passing_run_says_so(self):
+        _, said, _, _ = self.gate({}, [0])
+        self.assertEqual(said["lines"], ["Regression run: PASS (exit 0), every check passed.",
+                                         "**Gate: PASS (exit 0)**"])
+
+    def test_the_run_verdict_is_saved(self):
+        _, said, _, _ = self.gate({}, [1], run_verdict=lambda path: "REGRESSION; x")
+        self.assertEqual(said["run_verdict"], "REGRESSION; x")
+
+    def test_a_passing_run_is_compared_with_the_baseline(self):
+        outputs, said, child, folder = self.gate({"INPUT_BASELINE": "b.json"}, [0, 0])
+        self.assertEqual(child.calls[1], ("compare_runs.py", [
+            "b.json", os.path.join(folder, "results.json"),
+            "--html", os.path.join(folder, "regression-comparison.html")]))
+        self.assertEqual(said["lines"][1], gate.COMPARE_LINES[0])
+
+    def test_the_outputs_name_every_path(self):
+        outputs, _, _, folder = self.gate({}, [0])
+        self.assertEqual(outputs, {"exit-code": 0, "verdict": "pass", "new-failures": "",
+                                   "record": "", "page": "", "comparison": "",
+                                   "folder": folder})
+
+    def test_the_lines_go_to_the_step_summary(self):
+        summary = os.path.join(temp_dir(self), "summary.md")
+        self.gate({"GITHUB_STEP_SUMMARY": summary}, [0])
+        self.assertEqual(read_text(summary), "Regression run: PASS (exit 0), every check "
+                                             "passed.\n\n**Gate: PASS (exit 0)**\n\n")
+
+    def test_the_history_is_read_from_the_history_input(self):
+        pairs = [{"label": "FLAKY"}]
+        _, said, _, _ = self.gate({"INPUT_HISTORY": " h/ "}, [0],
+                                  history_of=lambda child, history, path, folder:
+                                  (pairs if history == "h/" else [], "note"))
+        self.assertEqual((said["history"], said["history_note"]), (pairs, "note"))
+
+    def test_changed_rows_are_rates_by_label(self):
+        items = [{"label": "NEW_FAILURE", "before_model": "a/m", "after_model": "b/m",
+                  "case_id": "c",
+                  "before": [{"passed": True}], "after": [{"passed": False}, {"passed": True}]},
+                 {"label": "PASS", "before_model": "a", "after_model": "a", "case_id": "d",
+                  "before": [], "after": []}]
+        self.assertEqual(gate.changed_rows(items), [
+            {"label": "NEW_FAILURE", "model": "a/m->b/m", "case": "c",
+             "before": "1/1", "after": "1/2"}])
+
+    def test_a_carriage_return_alone_makes_a_block(self):
+        self.assertEqual(gate.output_text({"a": "x\ry"}),
+                         "a<<GATE_OUTPUT_END\nx\ry\nGATE_OUTPUT_END\n")
+
+
+class ChildTest(unittest.TestCase):
+    """The gate's Child: a signal's exit code, with Popen stood in."""
+
+    def run_child(self, code):
+        process = mock.Mock()
+        process.wait.return_value = code
+        child = gate.Child()
+        with mock.patch.object(gate.subprocess, "Popen", return_value=process) as popen:
+            result = child.run("regression.py", ["--x"])
+        popen.assert_called_once_with([sys.executable, os.path.join(gate.ROOT, "regression.py"),
+                                       "--x"])
+        self.assertIsNone(child.process)
+        return result
+
+    def test_exit_codes_and_signals(self):
+        for code, result in ((0, 0), (1, 1), (2, 2), (-2, 130), (-15, 143)):
+            with self.subTest(code=code):
+                self.assertEqual(self.run_child(code), result)
+
+    def test_a_signal_before_the_start_runs_nothing(self):
+        child = gate.Child()
+        child.signalled = signal.SIGTERM
+        with mock.patch.object(gate.subprocess, "Popen") as popen:
+            self.assertEqual(child.run("regression.py", []), 143)
+        popen.assert_not_called()
+
+
+class GateMainTest(unittest.TestCase):
+    """gate.py's main() in-process, without a key: nothing runs, the outputs are written."""
+
+    def test_main_writes_gate_json_and_the_outputs(self):
+        temp = temp_dir(self)
+        output = write_text(os.path.join(temp, "output"), "")
+        with mock.patch.dict(os.environ, {"RUNNER_TEMP": temp, "GITHUB_OUTPUT": output},
+                             clear=True), mock.patch.object(gate.signal, "signal"):
+            code, out, _ = quiet(gate.main)
+        self.assertEqual(code, 0)
+        [folder] = [os.path.join(temp, name) for name in os.listdir(temp) if name != "output"]
+        self.assertTrue(os.path.basename(folder).startswith("agent-regression-"))
+        self.assertEqual(read_json(os.path.join(folder, "gate.json"))["lines"],
+                         [gate.NO_KEY_LINE])
+        self.assertEqual(read_text(output), out)
+        self.assertIn("exit-code=2\nverdict=no-verdict\n", out)
+
+
+class GateHistoryNoteTest(unittest.TestCase):
+    def test_a_history_that_wrote_nothing_is_a_note(self):
+        folder = temp_dir(self)
+        child = mock.Mock()
+        child.run.return_value = 2
+        self.assertEqual(gate.history_of(child, "h/", os.path.join(folder, "none.json"), folder),
+                         ([], "History: not shown: h/ holds no record of this suite that could "
+                              "be read (exit 2; the step's log names each file); the gate is "
+                              "unchanged."))
+
+
 if __name__ == "__main__":
     unittest.main()
 

@@ -8,8 +8,10 @@ import os
 import signal
 import stat
 import unittest
+from decimal import Decimal
 from unittest import mock
 
+import checker
 import record
 from testing import Harness, clean_env, in_process, popen, run_warm, slow, loopback_env, \
     loopback_server, read_json, read_text, saved_rows, temp_dir, wait_until, write_text
@@ -411,6 +413,187 @@ class KillTest(unittest.TestCase):
                 self.assertEqual(len(read_json(out)["runs"]), 80)
                 self.assertEqual(sorted(os.listdir(folder))[-1], f"r{attempt}.json")
                 self.assertFalse([n for n in os.listdir(folder) if n.startswith(".")])
+
+
+def saved_row(**changes):
+    return {"case_id": "c1", "model": "m/x", "error": None, "cost_usd": None, "response": None,
+            "answer_text": None, "reasons": [], "seconds": 1.5, "passed": True, "repeat": 0,
+            **changes}
+
+
+class RowRulesTest(unittest.TestCase):
+    """The pure rules a saved row, a receipt and a batch step are held to."""
+
+    def test_a_valid_row_has_no_problem(self):
+        self.assertIsNone(record.row_problem(saved_row()))
+
+    def test_seconds_must_be_null_or_not_negative(self):
+        for seconds, problem in ((None, None), (0, None), (-1, "has seconds that is not null "
+                                                                "or a number of seconds")):
+            with self.subTest(seconds=seconds):
+                self.assertEqual(record.row_problem(saved_row(seconds=seconds)), problem)
+
+    def test_an_id_the_api_gave(self):
+        table = [("resp_1", True), ("x" * 256, True), ("x" * 257, False), ("", False),
+                 ("a/b", False), ("a\nb", False), (7, False), (None, False)]
+        for value, ok in table:
+            with self.subTest(value=value):
+                self.assertEqual(record.saved_id(value), ok)
+
+    def test_shown_reasons_says_pass_for_none(self):
+        self.assertEqual(record.shown_reasons({"reasons": []}, {"reasons": ["a", "b"]}),
+                         "saved: pass; its response proves: a,b")
+
+
+class PendingTest(unittest.TestCase):
+    PLAN = [(0, {"id": "c1"}, "m/x"), (1, {"id": "c1"}, "m/x")]
+
+    def pending(self, pending, finished=()):
+        return record.validate_pending({"pending": pending}, self.PLAN, set(finished))
+
+    def test_a_receipt_is_kept_by_its_plan_index(self):
+        entry = {"id": "resp_1", "model": "m/x", "case_id": "c1", "repeat": 1}
+        self.assertEqual(self.pending({"1": entry}), {1: entry})
+        self.assertEqual(self.pending({"1": entry}, finished=[1]), {})
+
+    def test_a_receipt_sent_before_its_id_came_back_has_none(self):
+        entry = {"id": None, "model": "m/x", "case_id": "c1", "repeat": 0}
+        self.assertEqual(self.pending({"0": entry}), {0: entry})
+
+    def test_a_key_of_ten_digits_is_not_a_place(self):
+        entry = {"id": None, "model": "m/x", "case_id": "c1", "repeat": 0}
+        with self.assertRaisesRegex(ValueError, "pending receipt '0000000000' is not a place"):
+            self.pending({"0000000000": entry})
+        self.assertEqual(self.pending({"000000000": entry}), {0: entry})
+
+    def test_an_id_that_is_not_an_id_does_not_match(self):
+        entry = {"id": "a/b", "model": "m/x", "case_id": "c1", "repeat": 0}
+        with self.assertRaisesRegex(ValueError, "pending receipt 0 does not match"):
+            self.pending({"0": entry})
+
+
+class BatchStepsTest(unittest.TestCase):
+    def batch(self, **part):
+        part = {"start": 0, "stop": 2, "collected": False, **part}
+        return record.validate_batch({"batch": {"parts": [part]}}, 2)
+
+    def test_a_part_keeps_its_ids_and_the_known_counts(self):
+        kept = self.batch(input_file_id="f1", batch_id="b1", status="completed",
+                          counts={"total": 2, "completed": 1, "failed": 1, "other": 3,
+                                  "expired": "x"})
+        self.assertEqual(kept, {"parts": [{
+            "start": 0, "stop": 2, "input_file_id": "f1", "batch_id": "b1",
+            "status": "completed", "collected": False,
+            "counts": {"total": 2, "completed": 1, "failed": 1}}]})
+
+    def test_a_batch_id_needs_an_input_file_id(self):
+        with self.assertRaisesRegex(ValueError, "batch part 1 has a batch_id but no "
+                                                "input_file_id"):
+            self.batch(batch_id="b1")
+        self.assertEqual(self.batch(input_file_id="f1")["parts"][0]["input_file_id"], "f1")
+
+
+class RaisedBudgetTest(unittest.TestCase):
+    def test_the_budget_a_resume_needs(self):
+        costs = [Decimal("1"), Decimal("2")]
+        table = [(None, None), ({}, None), ({"max_cost": "0"}, None),
+                 ({"max_cost": "-1"}, None), ({"max_cost": "x"}, None),
+                 ({"max_cost": "5"}, "15"), ({"max_cost": "20"}, "23")]
+        for execution, budget in table:
+            with self.subTest(execution=execution):
+                self.assertEqual(record.raised_budget(execution, costs, 3), budget)
+
+
+class CheckerRulesTest(unittest.TestCase):
+    """The checker's pure rules that a record's rows are judged again by."""
+
+    CASE = checker.CASES[0]  # rate-limit: its own document is rfc6585
+
+    def test_a_citation_is_approved_if_its_own_or_the_general_document(self):
+        table = [("https://www.rfc-editor.org/rfc/rfc6585", (True, True)),
+                 ("https://www.rfc-editor.org/rfc/rfc9110", (True, False)),
+                 ("https://www.rfc-editor.org/rfc/rfc1234", (False, False)),
+                 ("https://example.com/rfc/rfc6585", (False, False))]
+        for url, (approved, primary) in table:
+            with self.subTest(url=url):
+                facts = checker.citation_facts(checker.BUILTIN_SUITE, self.CASE, url, set())
+                self.assertEqual((facts["approved"], facts["primary"]), (approved, primary))
+
+    def test_an_answer_field_of_another_type_is_the_wrong_shape(self):
+        suite = {"answer": {"code": {"type": "string"}, "retry": {"type": "boolean"},
+                            "count": {"type": "integer"}}}
+        table = [({"code": "429", "retry": True, "count": 2}, True),
+                 ({"code": 429, "retry": True, "count": 2}, False),
+                 ({"code": "429", "retry": 1, "count": 2}, False),
+                 ({"code": "429", "retry": True, "count": True}, False)]
+        for answer, ok in table:
+            with self.subTest(answer=answer):
+                self.assertEqual(checker.shape_ok(suite, answer), ok)
+
+    def test_a_reported_cost_must_be_a_number_in_usd(self):
+        table = [(0.25, "0.25"), (0, "0"), ("0.25", None), (True, None), (-1, None)]
+        for total, cost in table:
+            with self.subTest(total=total):
+                raw = {"usage": {"cost": {"currency": "USD", "total_cost": total}}}
+                self.assertEqual(checker.reported_cost(raw), cost)
+
+    def test_the_bound_of_one_pass_in_one_run(self):
+        table = [((1, 1), 0.05), ((0, 3), 0.0), ((3, 3), 0.368403), ((2, 4), 0.097611)]
+        for (passed, runs), bound in table:
+            with self.subTest(passed=passed, runs=runs):
+                self.assertAlmostEqual(checker.lower_bound(passed, runs, 0.95), bound, places=6)
+
+    def test_a_low_rate_is_proved_by_one_pass(self):
+        for rate, runs in ((0.01, 1), (0.9, 29)):
+            with self.subTest(rate=rate):
+                self.assertEqual(checker.runs_needed(rate, 0.95), runs)
+
+    def test_the_tally_sums_the_reported_costs(self):
+        tally = checker.Tally(["m/x"], 2, [self.CASE])
+        for repeat, cost in ((0, "0.25"), (1, "0.5")):
+            tally.add({"model": "m/x", "case_id": self.CASE["id"], "repeat": repeat,
+                       "passed": True, "cost_usd": cost})
+        self.assertEqual(tally.spent(), (Decimal("0.75"), True))
+        self.assertEqual(tally.summary()["models"]["m/x"]["reported_cost_usd"], "0.75")
+
+
+class LightRowTest(unittest.TestCase):
+    def test_a_light_row_keeps_the_documents_its_search_returned(self):
+        response = {"output": [{"type": "search_results", "results": [
+            {"url": "https://www.rfc-editor.org/rfc/rfc9110"},
+            {"url": "https://www.rfc-editor.org/rfc/rfc6585.html"}]}]}
+        row = record.light({"model": "openai/gpt-5.6-sol", "response": response, "passed": True})
+        self.assertEqual(row, {"model": "openai/gpt-5.6-sol", "response": None, "light": True,
+                               "passed": True, "returned": ["rfc6585", "rfc9110"]})
+
+
+class PublishedToolTest(unittest.TestCase):
+    def test_records_made_before_the_budget_was_pinned_hold_the_published_tool(self):
+        self.assertEqual(checker.PUBLISHED_TOOL, {
+            "type": "web_search", "search_context_size": "medium", "max_results": 5,
+            "filters": {"search_domain_filter": ["rfc-editor.org"]}})
+
+
+class CoverageTest(unittest.TestCase):
+    CASE = checker.CASES[0]
+    CONFIG = {"models": ["m/x"], "cases": [CASE], "repeats": 2,
+              "prove": {"rate": 0.5, "confidence": 0.5, "repeats": 2, "allow_failures": 0}}
+
+    def rows(self, *repeats):
+        return {("m/x", self.CASE["id"], repeat): {"model": "m/x", "case_id": self.CASE["id"],
+                                                   "repeat": repeat, "passed": True}
+                for repeat in repeats}
+
+    def test_a_proving_pair_with_every_pass_it_needs_is_whole(self):
+        self.assertEqual(record.coverage_problem(self.rows(0, 1), self.CONFIG), 0)
+
+    def test_a_proving_pair_short_of_its_passes_is_missing_rows(self):
+        self.assertEqual(record.coverage_problem(self.rows(0), self.CONFIG),
+                         "runs do not cover the config: 1 proving pairs are missing rows")
+
+    def test_a_broken_saved_suite_is_named_as_such(self):
+        with self.assertRaisesRegex(ValueError, "^its saved suite: needs name"):
+            record.suite_of({"config": {"cases": []}, "suite": {}})
 
 
 if __name__ == "__main__":
