@@ -71,6 +71,7 @@ CHART_MODELS = 40  # models in the latency chart (the slowest by p95); the table
 CHART_NAME = 40  # characters of a model name inside a chart; tables show it whole
 CHART_WIDTH = 360  # SVG user units: about 1:1 on a 400 px screen, scaled up on wider
 JSON_START = '{\n  "generator": "agent regression runner history"'  # our JSON view's start
+POOL_BYTES = 8 << 20  # records to read before a process pool pays for its start
 SCALE_SECONDS = 0.5  # the generator's base latency per request; each model is slower
 
 
@@ -851,13 +852,20 @@ def read_one(path, skip=frozenset()):
 def read_all(paths, skips=None, workers=None):
     """read_one of every path (with its skip set, if given), in order: in a
     pool of os.cpu_count() processes (records are independent), or here when
-    there is one record or one core."""
+    there is one record, one core, or less than POOL_BYTES to read."""
     skips = skips or [frozenset()] * len(paths)
     workers = min(workers or os.cpu_count() or 1, len(paths))
-    if workers <= 1:
+    if workers <= 1 or sum(map(file_size, paths)) < POOL_BYTES:
         return [read_one(path, skip) for path, skip in zip(paths, skips)]
     with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(read_one, paths, skips))
+
+
+def file_size(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:  # read_one says why it cannot be read
+        return 0
 
 
 def counted_once(records):

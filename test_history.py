@@ -543,3 +543,17 @@ class DocTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@slow("reads records in a pool of processes")
+class PoolTest(HistoryTest):
+    def test_a_pool_reads_what_this_process_reads(self):
+        self.record()
+        self.record(unsafe=(HASTY,))
+        self.record()
+        here = self.history()[3]
+        with mock.patch.object(history, "POOL_BYTES", 0):  # every history in the pool
+            pooled = self.history()[3]
+        self.assertEqual([pair["sequence"] for pair in pooled["pairs"]],
+                         [pair["sequence"] for pair in here["pairs"]])
+        self.assertIn("PFP", [pair["sequence"] for pair in pooled["pairs"]])
