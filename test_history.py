@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import time
+import types
 import unittest
 from unittest import mock
 
@@ -20,6 +21,7 @@ from perplexity import Perplexity
 
 import checker
 import history
+import regression
 import reports
 from testing import HERE, Harness, quiet, read_json, read_text, slow, temp_dir, write_text
 
@@ -176,13 +178,21 @@ class BoundTest(HistoryTest):
 class ModelsTest(HistoryTest):
     def test_a_slower_model_has_the_higher_latency(self):
         slow_model, quick_model = "offline/slow", "offline/quick"
+        # The runner's clock jumps 0.1 s during each slow request: its latency
+        # with no real-time wait. One request at a time, so no quick request
+        # is in flight across a jump.
+        ahead = [0.0]
+
+        def clock():
+            return time.monotonic() + ahead[0]
 
         def delay(request):
             if request_body(request).get("model") == slow_model:
-                time.sleep(0.1)
+                ahead[0] += 0.1
 
         self.before_request = delay
-        self.record(models=(quick_model, slow_model))
+        with mock.patch.object(regression, "time", types.SimpleNamespace(monotonic=clock)):
+            self.record("--jobs", "1", models=(quick_model, slow_model))
         models = {entry["model"]: entry for entry in self.history()[3]["models"]}
         self.assertGreaterEqual(models[slow_model]["latency_p50"], 0.1)
         self.assertGreater(models[slow_model]["latency_p50"], models[quick_model]["latency_p50"])
