@@ -100,6 +100,18 @@ def proves(rate, confidence, allowed, runs):
     return runs > allowed and checker.lower_bound(runs - allowed, runs, confidence) >= rate
 
 
+def first_true(low, high, test):
+    """The least n in (low, high] with test(n), by bisection: test(low) is false,
+    test(high) true, and once true test stays true as n grows."""
+    while high - low > 1:
+        middle = (low + high) // 2
+        if test(middle):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
 def check_plan_args(rate, confidence, allowed):
     """One-line ValueError unless 0 < rate < 1, 0 < confidence < 1 and allowed >= 0."""
     if not 0 < exact(rate) < 1:
@@ -120,14 +132,7 @@ def plan_size(rate, confidence=checker.CONFIDENCE, allowed=0):
     check_plan_args(rate, confidence, allowed)
     if not proves(rate, confidence, allowed, MAX_PLAN_RUNS):
         return None
-    low, high = allowed, MAX_PLAN_RUNS  # low never proves, high always does
-    while high - low > 1:
-        middle = (low + high) // 2
-        if proves(rate, confidence, allowed, middle):
-            high = middle
-        else:
-            low = middle
-    return high
+    return first_true(allowed, MAX_PLAN_RUNS, lambda runs: proves(rate, confidence, allowed, runs))
 
 
 def largest_allowed(rate, confidence=checker.CONFIDENCE):
@@ -140,14 +145,9 @@ def largest_allowed(rate, confidence=checker.CONFIDENCE):
     check_plan_args(rate, confidence, 0)
     if not proves(rate, confidence, 0, MAX_PLAN_RUNS):
         return None
-    low, high = 0, MAX_PLAN_RUNS  # low always proves, high never does
-    while high - low > 1:
-        middle = (low + high) // 2
-        if proves(rate, confidence, middle, MAX_PLAN_RUNS):
-            low = middle
-        else:
-            high = middle
-    return low
+    # Allowing all MAX_PLAN_RUNS failures never proves: the first that fails, less one.
+    return first_true(0, MAX_PLAN_RUNS,
+                      lambda allowed: not proves(rate, confidence, allowed, MAX_PLAN_RUNS)) - 1
 
 
 def pair_state(passes, failures, n, allowed):
