@@ -320,16 +320,6 @@ def json_key(value):
     return record.dumps(value, sort_keys=True)
 
 
-def created(value):
-    """A record's created_at as an aware datetime, or None when it cannot be read."""
-    try:
-        moment = datetime.datetime.fromisoformat(value)
-    except (TypeError, ValueError):
-        return None
-    # The runner writes UTC; a time without a zone is read as UTC too.
-    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)
-
-
 def text_lines(value):
     return value.splitlines() if isinstance(value, str) else [repr(value)]
 
@@ -395,7 +385,8 @@ def budget_text(tool):
 def cautions(before, after, switches, paths):
     """The lines printed before the labelled ones: none carries a label word."""
     lines = []
-    times = created(before.get("created_at")), created(after.get("created_at"))
+    times = (record.created_moment(before.get("created_at")),
+             record.created_moment(after.get("created_at")))
     if None not in times and times[0] > times[1]:
         names = [f"{one_line(path, 200)}, " for path in paths] if paths else ["", ""]
         line = (f"CAUTION: BEFORE ({names[0]}{shown(before['created_at'])}) {SWAPPED} "

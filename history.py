@@ -217,13 +217,9 @@ def regrade_source(fields):
 # --------------------------------------------------------------------------
 
 
-def moment(value):
-    """created_at as an aware datetime, or None; a time without a zone is UTC."""
-    try:
-        when = datetime.datetime.fromisoformat(value)
-    except (TypeError, ValueError):
-        return None
-    return when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)
+def made_at(rec):
+    """A record's (or a regrade source's) created_at as an aware datetime, or None."""
+    return record.created_moment(rec["created_at"])
 
 
 def shown(text, limit=SHOWN_CHARS):
@@ -253,7 +249,7 @@ def describe_suite(suite, other):
 
 def one_suite(records):
     """The records of the newest record's suite, with a note for each other one."""
-    newest = max(records, key=lambda rec: (moment(rec["created_at"]), rec["path"]))
+    newest = max(records, key=lambda rec: (made_at(rec), rec["path"]))
     kept, notes = [], []
     for rec in records:
         if rec["suite"] == newest["suite"]:
@@ -275,7 +271,7 @@ def regrades_resolved(records):
         by_key.setdefault((rec["created_at"], rec["config_key"]), []).append(number)
     sources = {number: sources_of(records, number, by_key) for number in range(len(records))}
     winner = {}  # a record regraded -> the newest regrade of it
-    for number in sorted(sources, key=lambda n: moment(records[n]["created_at"]), reverse=True):
+    for number in sorted(sources, key=lambda n: made_at(records[n]), reverse=True):
         for target in sources[number]:
             winner.setdefault(target, number)
     dropped = {target: f"replaced by its regrade {shown(records[by]['path'])}"
@@ -295,11 +291,11 @@ def sources_of(records, number, by_key):
     source = records[number]["regraded_from"]
     if source is None:
         return []
-    made = moment(records[number]["created_at"])
+    made = made_at(records[number])
     # Only an older record: a forged loop of regrades cannot drop both of its records.
     return [target for target in by_key.get((source["created_at"],
                                              records[number]["config_key"]), [])
-            if moment(records[target]["created_at"]) < made]
+            if made_at(records[target]) < made]
 
 
 def counted_at(records, number, by_key):
@@ -307,12 +303,12 @@ def counted_at(records, number, by_key):
     for _ in range(len(records) + 1):  # a chain is never longer; a loop stops here
         source = records[number]["regraded_from"]
         if source is None:
-            return moment(records[number]["created_at"])
+            return made_at(records[number])
         targets = sources_of(records, number, by_key)
         if not targets:
-            return moment(source["created_at"]) or moment(records[number]["created_at"])
+            return made_at(source) or made_at(records[number])
         number = targets[0]
-    return moment(records[number]["created_at"])
+    return made_at(records[number])
 
 
 def digests_of(rec):
@@ -353,7 +349,7 @@ def select(records):
     a response counted twice is found after this (repeated)."""
     notes, placed = [], []
     for rec in records:
-        if moment(rec["created_at"]) is None:
+        if made_at(rec) is None:
             notes.append(f"{shown(rec['path'])}: refused: its created_at "
                          f"{shown(rec['created_at'], 40)} is not a time; it cannot be placed")
         else:
@@ -366,7 +362,7 @@ def select(records):
     notes += more
     placed, more = regrades_resolved(placed)
     notes += more
-    placed.sort(key=lambda rec: (rec["counted_at"], moment(rec["created_at"]), rec["path"]))
+    placed.sort(key=lambda rec: (rec["counted_at"], made_at(rec), rec["path"]))
     return placed, notes
 
 

@@ -26,6 +26,7 @@ file changed while it read it reads again.
 """
 
 import contextlib
+import datetime
 import errno
 import fcntl
 import functools
@@ -476,6 +477,16 @@ def confidence_of(record):
     if type(confidence) is not float or not 0.5 <= confidence <= 0.999:
         confidence = checker.CONFIDENCE
     return confidence
+
+
+def created_moment(value):
+    """A record's created_at as an aware datetime, or None when it cannot be read.
+    The runner writes UTC; a time without a zone is read as UTC too."""
+    try:
+        moment = datetime.datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.timezone.utc)
 
 
 def derived_summary(judged):
