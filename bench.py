@@ -8,7 +8,8 @@
 1. The runner's own CPU per row after its first request, as users run it: the
    CLI with --jobs 8 and 2 models against the loopback simulated API in its own
    process, ~10 KB responses, at 24, 300, 2,400 and 10,000 rows (the CPU of a
-   2-row run subtracted). Flat means a long run costs no more per row.
+   2-row run subtracted). Flat means a long run costs no more per row. Beside
+   it at 24 and 300 rows, in a git clone: the published design's runner.
 2. Wall time of 24 requests against the loopback simulated API at a fixed
    latency, for --jobs 1, 4, 8 and 16, next to the ideal ceil(24/J) x latency.
 3. The same 24 requests at --jobs 1, in background mode (streamed, the id
@@ -56,6 +57,16 @@ LATENCY = 0.5  # seconds per simulated request in the concurrency table
 KILL_LATENCY = 3.0  # seconds per request in the kill -9 trials: many in flight at a kill
 HERE = os.path.dirname(os.path.abspath(__file__))
 PADDING = 10_000  # bytes of search snippet, so each saved response is ~10 KB
+# The published design's runner as first ported here (Part A alone), measured
+# beside this one. It has no --cases, so PUBLISHED_LAUNCHER sets its CASES.
+PUBLISHED = "3108a39"
+PUBLISHED_LAUNCHER = """import json, sys
+sys.path.insert(0, sys.argv[1])
+import regression
+with open(sys.argv[2], encoding="utf-8") as handle:
+    regression.CASES = json.load(handle)
+raise SystemExit(regression.main(sys.argv[3:]))
+"""
 
 
 def run(args, client_factory):
@@ -307,10 +318,11 @@ def child_cpu(command, env):
     return code, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def cpu_per_row(rows, folder, server, cases_path):
-    """The runner's own CPU per row after its first request, --jobs 8, 2 models:
-    the CPU of a run of `rows` rows less that of a 2-row run (start-up and first
-    request), over the rows between, median of 3 (the loopback API is its own process)."""
+def cpu_per_row(rows, folder, server, cases_path, runner):
+    """The runner's own CPU per row after its first request, 2 models: the CPU
+    of a run of `rows` rows less that of a 2-row run (start-up and first
+    request), over the rows between, median of 3 (the loopback API is its own
+    process). runner(cases, out) is the command that runs the first cases."""
     def cpu(count):
         cases = os.path.join(folder, f"cases-{count}.json")
         with open(cases_path, encoding="utf-8") as handle:
@@ -318,9 +330,7 @@ def cpu_per_row(rows, folder, server, cases_path):
         with open(cases, "w", encoding="utf-8") as handle:
             json.dump(every[:count // 2], handle)
         out = os.path.join(folder, f"run-{count}-{time.monotonic_ns()}.json")
-        code, seconds = child_cpu([sys.executable, os.path.join(HERE, "regression.py"),
-                                   "--cases", cases, "--models", "bench/a", "bench/b",
-                                   "--jobs", "8", "--out", out], cli_env(server))
+        code, seconds = child_cpu(runner(cases, out), cli_env(server))
         assert code == 0, f"a bench run of {count} rows failed with exit {code}"
         os.unlink(out)
         return seconds
@@ -329,23 +339,55 @@ def cpu_per_row(rows, folder, server, cases_path):
     return samples[1]
 
 
-def row_cost_table(sizes=(24, 300, 2400, 10000)):
-    """Table 1: the runner's CPU per row at each size, as users run it."""
+def this_runner(cases, out):
+    """The command line of this runner as users run it: --jobs 8, 2 models."""
+    return [sys.executable, os.path.join(HERE, "regression.py"), "--cases", cases,
+            "--models", "bench/a", "bench/b", "--jobs", "8", "--out", out]
+
+
+def published_runner(folder):
+    """The command line of the published design's runner (its own regression.py
+    at PUBLISHED, one request at a time) on the same cases and 2 models, or None
+    where this is not a git clone with that commit."""
+    source = subprocess.run(["git", "-C", HERE, "show", f"{PUBLISHED}:regression.py"],
+                            capture_output=True, text=True)
+    if source.returncode != 0:
+        return None
+    home = os.path.join(folder, "published")
+    os.mkdir(home)
+    with open(os.path.join(home, "regression.py"), "w", encoding="utf-8") as handle:
+        handle.write(source.stdout)
+    return lambda cases, out: [sys.executable, "-c", PUBLISHED_LAUNCHER, home, cases,
+                               "--models", "bench/a", "bench/b", "--out", out]
+
+
+def row_cost_table(sizes=(24, 300, 2400, 10000), published_sizes=(24, 300)):
+    """Table 1: the runner's CPU per row at each size, as users run it, beside the
+    published design's runner where it finishes in minutes (its cost per row grows
+    with the run: it rewrites the whole record after every row)."""
     folder = tempfile.mkdtemp()
     try:
         cases_path = os.path.join(folder, "cases.json")
         with open(cases_path, "w", encoding="utf-8") as handle:
             json.dump(many_cases(max(sizes) // 2), handle)
+        published = published_runner(folder)
         with simulated_process("--cases", cases_path, "--unsafe",
                                "--snippet-bytes", str(PADDING)) as server:
             print("The runner's own CPU per row after its first request (--jobs 8, 2 models, "
                   f"~{PADDING // 1000} KB responses, loopback API in its own process; median "
-                  "of 3)")
-            print(f"{'rows':>6} {'ms/row':>8} {'vs 300 rows':>12}")
-            found = {rows: cpu_per_row(rows, folder, server, cases_path) for rows in sizes}
+                  f"of 3), and the published runner's (commit {PUBLISHED}, one request at a "
+                  "time)" if published else "of 3); the published runner needs a git clone")
+            print(f"{'rows':>6} {'ms/row':>8} {'vs 300 rows':>12} {'published':>10} "
+                  f"{'faster':>7}")
+            found = {rows: cpu_per_row(rows, folder, server, cases_path, this_runner)
+                     for rows in sizes}
             for rows, seconds in found.items():
-                print(f"{rows:>6} {seconds * 1000:>8.2f} "
-                      f"{seconds / found.get(300, seconds):>11.2f}x")
+                line = (f"{rows:>6} {seconds * 1000:>8.2f} "
+                        f"{seconds / found.get(300, seconds):>11.2f}x")
+                if published and rows in published_sizes:
+                    theirs = cpu_per_row(rows, folder, server, cases_path, published)
+                    line += f" {theirs * 1000:>10.2f} {theirs / seconds:>6.1f}x"
+                print(line)
     finally:
         shutil.rmtree(folder)
 
