@@ -6,11 +6,12 @@ once with exact rationals from the curtailed process by a separate script (its
 "note" says how), never by plans.py itself.
 """
 
+import collections
 import contextlib
+import functools
 import io
 import itertools
 import json
-import math
 import os
 import sys
 import unittest
@@ -44,13 +45,21 @@ def curtailed(sequence, n, allowed):
     raise AssertionError("a curtailed pair always decides within n rows")
 
 
+@functools.cache
+def outcomes(n, allowed):
+    """How many of all 2 ** n verdict sequences end each way: (passes in the
+    sequence, rows read, qualified) -> count."""
+    return collections.Counter((sum(sequence), *curtailed(sequence, n, allowed))
+                               for sequence in itertools.product((True, False), repeat=n))
+
+
 def enumerated(rate, n, allowed):
-    """(chance to qualify, expected rows) by enumerating all 2 ** n sequences."""
+    """(chance to qualify, expected rows) by enumerating all 2 ** n sequences,
+    each weighed by its chance at this rate."""
     rate = Fraction(rate)
     chance = rows = Fraction(0)
-    for sequence in itertools.product((True, False), repeat=n):
-        weight = math.prod(rate if verdict else 1 - rate for verdict in sequence)
-        read, qualified = curtailed(sequence, n, allowed)
+    for (passes, read, qualified), count in outcomes(n, allowed).items():
+        weight = count * rate ** passes * (1 - rate) ** (n - passes)
         chance += weight * qualified
         rows += weight * read
     return chance, rows

@@ -7,6 +7,7 @@ import os
 import unittest
 from unittest import mock
 
+import batching
 import checker
 import compare_runs
 import record
@@ -454,6 +455,10 @@ class SuiteRunTest(Harness):
 
     def test_a_proof_and_a_batch_run_on_a_suite(self):
         self.use(SUPPORT_SUITE)
+        for patcher in (mock.patch.object(batching, "FIRST_POLL_SECONDS", 0),
+                        mock.patch.object(batching, "MAX_POLL_SECONDS", 0)):
+            patcher.start()  # no real-time wait between the batch's polls
+            self.addCleanup(patcher.stop)
         code, _, errors = self.main("--suite", SUPPORT_SUITE, "--models", "m1",
                                     "--prove", "0.5", "--jobs", "4")
         self.assertEqual(code, 0, errors)
