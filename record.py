@@ -30,7 +30,6 @@ import datetime
 import errno
 import fcntl
 import functools
-import glob
 import hashlib
 import json
 import math
@@ -854,6 +853,7 @@ class RecordFile:
 
     def __init__(self, path, head):
         self.path = os.path.realpath(path)  # a link is followed, never replaced
+        self.stem = hidden_stem(self.path)  # of its slot files, hashed once
         self.size = 0  # bytes of the record at its last save
         self.head = ("{\n" + ",\n".join(f"{dumps(k)}: {dumps(v)}" for k, v in head.items())
                      + ',\n"runs": [').encode()
@@ -889,8 +889,10 @@ class RecordFile:
         self = cls(path, head)
         self.lock = lock or take_lock(self.path)
         try:
-            for stale in glob.glob(glob.escape(hidden_stem(self.path)) + ".slot*"):
-                os.unlink(stale)  # left by a killed run: we hold the lock
+            folder, stem = os.path.split(self.stem)
+            for name in os.listdir(folder):  # not glob: its pattern is compiled anew per path
+                if name.startswith(stem + ".slot"):
+                    os.unlink(os.path.join(folder, name))  # left by a killed run: we hold the lock
             if not replace and os.path.lexists(path):
                 raise FileExistsError(errno.EEXIST, "File exists", path)
             slot = self.new_slot(0)
@@ -1007,7 +1009,7 @@ class RecordFile:
 
     def new_slot(self, number):
         """A new 0600 file beside the record holding only the record's head."""
-        path = f"{hidden_stem(self.path)}.slot{number}"
+        path = f"{self.stem}.slot{number}"
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         os.fchmod(fd, 0o600)  # whatever the umask: the record holds paid answers
         slot = {"path": path, "fd": fd, "rows": 0, "offset": len(self.head)}
@@ -1019,7 +1021,7 @@ class RecordFile:
         """The second slot, begun as a copy of the first one's rows: the rows
         themselves may no longer be in memory."""
         source = self.slots[self.live]
-        path = f"{hidden_stem(self.path)}.slot{number}"
+        path = f"{self.stem}.slot{number}"
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         os.fchmod(fd, 0o600)
         slot = {"path": path, "fd": fd, "rows": source["rows"], "offset": source["offset"]}
@@ -1079,7 +1081,7 @@ class RecordFile:
 
     def link_over(self, source):
         """Make the record's path name source's file in one atomic rename."""
-        temp = hidden_stem(self.path) + ".slot-link"
+        temp = self.stem + ".slot-link"
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)  # left by a save that failed between link and rename
         os.link(source, temp)
