@@ -475,7 +475,10 @@ def setting_problem(args):
     return None
 
 
-def parse_args(argv):
+@functools.cache
+def command_line():
+    """The parser, made once: parsing leaves it as it was, and making it costs
+    more than a short run's own work (argparse looks up translations per flag)."""
     parser = Parser(
         prog="regression.py",
         description="Check that approved agent decisions still hold for each model.",
@@ -484,6 +487,11 @@ def parse_args(argv):
     )
     for flag, options in OPTIONS:
         parser.add_argument(flag, **options)
+    return parser
+
+
+def parse_args(argv):
+    parser = command_line()
     given = sys.argv[1:] if argv is None else argv
     if any(arg == "--max-repeats" or arg.startswith("--max-repeats=") for arg in given):
         parser.error("--max-repeats is gone: it never changed a proof, whose plan decides "
