@@ -888,8 +888,9 @@ class GateHistoryTest(Harness):
         os.mkdir(empty)
         other = os.path.join(self.folder, "other-suite")
         os.mkdir(other)
-        write_text(os.path.join(other, "r.json"), json.dumps(dict(
-            read_json(os.path.join(self.records(), "r0.json")), suite_sha256="0" * 64)))
+        self.main("--models", "offline/careful", "offline/hasty")
+        write_text(os.path.join(other, "r.json"),
+                   json.dumps(dict(read_json(self.out), suite_sha256="0" * 64)))
         for name, history in (("empty", empty), ("another suite or edited", other)):
             with self.subTest(name):
                 self.state["unsafe_models"] = set()
