@@ -396,7 +396,7 @@ def answer_html(row, suite, case, searched):
             cell = expected_cell(answer.get(name), expect.get(name))
         parts.append(f"<tr><th>{esc(name.replace('_', ' '))}</th><td>{cell}</td></tr>")
     parts.append("</table>")
-    if not checker.shape_ok(suite, answer):
+    if not checker.shape_ok(suite, answer, expect):
         parts.append(f"<p>Raw answer text (not the approved shape):</p><pre>{esc(text)}</pre>")
     return "".join(parts)
 

@@ -530,6 +530,16 @@ class CheckerRulesTest(unittest.TestCase):
             with self.subTest(answer=answer):
                 self.assertEqual(checker.shape_ok(suite, answer), ok)
 
+    def test_an_enum_field_the_case_does_not_expect_must_be_in_its_enum(self):
+        suite = {"answer": {"grant": {"enum": ["yes", "no"]}, "level": {"enum": ["read"]}}}
+        table = [({"grant": "yes", "level": "read"}, (), True),
+                 ({"grant": "yes", "level": "superuser"}, ("grant",), False),
+                 ({"grant": "maybe", "level": "read"}, ("grant",), True),  # wrong_grant
+                 ({"grant": "yes", "level": 3}, ("level",), False)]
+        for answer, expect, ok in table:
+            with self.subTest(answer=answer, expect=expect):
+                self.assertEqual(checker.shape_ok(suite, answer, expect), ok)
+
     def test_a_reported_cost_must_be_a_number_in_usd(self):
         table = [(0.25, "0.25"), (0, "0"), ("0.25", None), (True, None), (-1, None)]
         for total, cost in table:

@@ -134,6 +134,16 @@ class SuiteCheckerTest(unittest.TestCase):
             with self.subTest(name):
                 self.assertEqual(self.judge(self.answer(**change)), ["invalid_answer_shape"])
 
+    def test_an_enum_value_outside_its_list_never_passes(self):
+        free = copy.deepcopy(self.suite)
+        del free["cases"][0]["expect"]["endpoint"]  # a case that does not expect it
+        table = [(self.suite, ["wrong_endpoint"]), (free, ["invalid_answer_shape"])]
+        for suite, reasons in table:
+            with self.subTest(expects_it=suite is self.suite):
+                self.assertEqual(checker.judge_answer(
+                    suite, suite["cases"][0], response([api_url("payments-get")]),
+                    self.answer(endpoint="delete_everything")), reasons)
+
     def test_missing_or_extra_fields_are_a_wrong_shape(self):
         answer = json.loads(self.answer())
         del answer["note"]
