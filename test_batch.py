@@ -422,15 +422,16 @@ class BatchPollTest(BatchHarness):
 class BatchFlagsTest(BatchHarness):
 
     def test_what_cannot_be_batched_is_refused_in_one_line(self):
-        for args, words in (
-                (["--models", "chat:sonar-pro"], "chat:sonar-pro"),
-                (["--foreground"], "--foreground"),
-                (["--prove", "0.9"], "--prove"),
-                (["--max-cost", "1"], "--max-cost")):
+        for args, words, why in (
+                (["--models", "chat:sonar-pro"], "chat:sonar-pro", "Agent API requests only"),
+                (["--foreground"], "--foreground", "never sent plainly; drop --foreground"),
+                (["--prove", "0.9"], "--prove", "one repeat at a time; drop --batch"),
+                (["--max-cost", "1"], "--max-cost", "no budget can stop it; drop --max-cost")):
             with self.subTest(args=args):
                 code, err = self.usage("--out", self.out, "--batch", *args)
                 self.assertEqual(code, 2)
-                self.assertIn(f"--batch cannot be used with {words}", err)
+                self.assertIn(f"--batch cannot be used with {words}: ", err)
+                self.assertIn(why, err)
                 self.assertEqual(len(err.strip().splitlines()[-1:]), 1)
                 self.assertFalse(os.path.exists(self.out))
 

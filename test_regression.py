@@ -6,6 +6,7 @@ Everything runs offline through the real SDK over httpx.MockTransport.
 
 import contextlib
 import functools
+import hashlib
 import io
 import json
 import os
@@ -37,7 +38,7 @@ import simulated_api
 import wire
 
 regression_hash, runner_hash = record.code_sha256, record.runner_sha256  # names shadowed below
-from testing import KEY, Harness, cli, quiet, read_json, read_text, slow, temp_dir
+from testing import KEY, Harness, cli, quiet, read_json, read_text, slow, temp_dir, write_text
 
 CASE = {case["id"]: case for case in regression.CASES}
 PAYMENT = CASE["ambiguous-payment"]
@@ -458,6 +459,28 @@ class MainTest(Harness):
     def run_main(self, *args):
         code, output, self.stderr = self.main(*args)
         return code, output
+
+    def test_an_existing_out_is_refused_and_left_as_it_was(self):
+        self.write("r.json", "kept")
+        code, _ = self.run_main()
+        self.assertEqual(code, 2)
+        self.assertIn(f"{self.out} already exists; choose a new --out path (nothing was sent, "
+                      "the file is untouched)", self.stderr)
+        self.assertEqual((read_text(self.out), self.state["requests"]), ("kept", []))
+
+    def test_an_out_made_by_another_run_after_the_check_is_left_as_it_was(self):
+        create = record.RecordFile.create.__func__
+
+        def racing(cls, path, *args, **kwargs):
+            write_text(path, "theirs")  # another run took the name after the check
+            return create(cls, path, *args, **kwargs)
+
+        with mock.patch.object(record.RecordFile, "create", classmethod(racing)):
+            code, _ = self.run_main()
+        self.assertEqual(code, 2)
+        self.assertIn(f"{self.out} already exists; choose a new --out path (nothing was sent, "
+                      "the file is untouched)", self.stderr)
+        self.assertEqual((read_text(self.out), self.state["requests"]), ("theirs", []))
 
     def test_all_correct_three_repeats_exit_0_with_24_rows(self):
         code, output = self.run_main("--repeats", "3")
@@ -2055,6 +2078,42 @@ class UsageBoundaryTest(Harness):
                       "synthetic)"):
             with self.subTest(words):
                 self.assertIn(words, text)
+
+    def test_every_flag_says_what_it_does_and_names_its_value(self):
+        for action in regression.command_line()._actions:
+            with self.subTest(action.dest):
+                self.assertTrue(action.help)
+                if action.nargs != 0:  # a flag that takes a value: --jobs N, --cases FILE
+                    self.assertTrue(action.metavar)
+
+
+class DemoClientTest(unittest.TestCase):
+    """The demo's SDK client: its own loopback API, which it stops, and nothing else."""
+
+    def test_the_demo_talks_only_to_its_own_server_and_stops_it(self):
+        server = mock.Mock(url="http://127.0.0.1:1/v1", state={})
+        made = []
+
+        def client(**options):
+            made.append(options)
+            return mock.sentinel.client
+
+        run = mock.Mock(regrade=False, demo="folder", suite=checker.BUILTIN_SUITE,
+                        head={"created_at": "2026-12-02T00:00:00+00:00"})
+        with mock.patch.object(simulated_api, "start", return_value=server), \
+                mock.patch.object(regression, "Perplexity", client):
+            with regression.api_client(run) as given:
+                self.assertIs(given, mock.sentinel.client)
+                server.stop.assert_not_called()
+        server.stop.assert_called_once_with()
+        options = made[0]
+        self.assertEqual((options["api_key"], options["base_url"], options["max_retries"]),
+                         (regression.DEMO_KEY, server.url, 0))
+        self.assertFalse(options["http_client"].trust_env)  # no proxy ever sees loopback
+        options["http_client"].close()
+        # ids of this demo run alone: its start time names them
+        self.assertEqual(server.state["id_prefix"],
+                         hashlib.sha256(run.head["created_at"].encode()).hexdigest()[:8])
 
 
 class CitationRuleTest(unittest.TestCase):
