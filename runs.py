@@ -53,6 +53,7 @@ DEFINING_RFC = {"429": "rfc6585", "428": "rfc6585", "431": "rfc6585", "511": "rf
 PROGRESS_SECONDS = 1.0  # a terminal's status line is redrawn this often
 LOG_SECONDS = 10.0  # a log gets a progress line at most this often
 REPORTS = ("junit", "summary_md", "html")  # report options, kept in the record's execution
+FLAGS = {"junit": "--junit", "summary_md": "--summary-md", "html": "--html"}  # their flags
 DEMO_MODELS = ["offline/careful", "offline/hasty"]  # fictional on purpose
 
 
@@ -386,6 +387,10 @@ def execution_of(args, out, previous=None):
     its reports (a CI artifact) still finds them. UserError for a tampered budget."""
     previous = previous if isinstance(previous, dict) else {}
     here = os.path.dirname(os.path.abspath(out))
+    # Report paths belong to the record file that saved them: a copy (or a record
+    # renamed) resumed beside it would overwrite the original's page and JUnit.
+    saved_as = previous.get("record_name")
+    copied = isinstance(saved_as, str) and saved_as != os.path.basename(out)
     given = {"max_cost": None if args.max_cost is None else str(args.max_cost),
              **{name: getattr(args, name) and os.path.relpath(os.path.abspath(
                  getattr(args, name)), here) for name in REPORTS}}
@@ -400,12 +405,21 @@ def execution_of(args, out, previous=None):
     kept = previous.get("confidence")
     execution["confidence"] = args.confidence or (
         kept if type(kept) is float and 0.5 <= kept <= 0.999 else CONFIDENCE)
+    left = []
     for name, value in given.items():
         # A Markdown summary is appended to, so a path read from a file is never
         # reused (and $GITHUB_STEP_SUMMARY is another file in every step).
         kept = previous.get(name) if name != "summary_md" else None
+        if copied and value is None and isinstance(kept, str):
+            left.append(f"{FLAGS[name]} {kept}")
+            kept = None
         execution[name] = value if value is not None else (
             kept if isinstance(kept, str) else None)
+    if left:
+        warn(f"{out} was saved as {saved_as}, and its reports are that record's: "
+             f"{', '.join(left)} not written from this one; give the flag with a new "
+             "file to write this record's")
+    execution["record_name"] = os.path.basename(out)
     if execution["max_cost"] is not None:
         try:
             money(execution["max_cost"])
@@ -435,18 +449,17 @@ def report_paths(execution, out):
 def check_outputs(out, paths):
     """UserError unless every report path can be written without harm, before any request."""
     kinds = {"junit": "junit", "summary_md": "markdown", "html": "html"}
-    flags = {"junit": "--junit", "summary_md": "--summary-md", "html": "--html"}
     seen = {os.path.realpath(out): "the record itself"}
     for name, path in paths.items():
         if path is None:
             continue
         if os.path.realpath(path) in seen:
-            raise UserError(f"{flags[name]} {path} is {seen[os.path.realpath(path)]}; "
+            raise UserError(f"{FLAGS[name]} {path} is {seen[os.path.realpath(path)]}; "
                              "name another file")
         problem = reports.output_problem(path, kinds[name])
         if problem:
-            raise UserError(f"{flags[name]} {path}: {problem}")
-        seen[os.path.realpath(path)] = f"also the file of {flags[name]}"
+            raise UserError(f"{FLAGS[name]} {path}: {problem}")
+        seen[os.path.realpath(path)] = f"also the file of {FLAGS[name]}"
 
 
 def chosen_suite(args):

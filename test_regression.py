@@ -1082,6 +1082,23 @@ class MovedRecordTest(Harness):
         self.assertFalse(os.path.exists(self.path("old.xml")))
         self.assertEqual(self.record()["execution"]["junit"], "new.xml")
 
+    def test_a_copy_resumed_beside_its_original_leaves_the_originals_reports(self):
+        self.interrupted("--junit", self.path("r.xml"), "--html", self.path("r.html"))
+        before = {name: read_text(self.path(name)) for name in ("r.xml", "r.html")}
+        copy = self.path("copy.json")
+        shutil.copyfile(self.out, copy)
+        code, _, errors = self.main("--resume", copy, out=False)
+        self.assertEqual(code, 0, errors)
+        self.assertEqual({name: read_text(self.path(name)) for name in before}, before)
+        self.assertIn(f"{copy} was saved as r.json, and its reports are that record's: "
+                      "--junit r.xml, --html r.html not written from this one", errors)
+        saved = self.record(copy)["execution"]
+        self.assertEqual((saved["junit"], saved["html"], saved["record_name"]),
+                         (None, None, "copy.json"))
+        code, _, errors = self.main("--resume", self.out, out=False)  # the original's own
+        self.assertEqual(code, 0, errors)
+        self.assertNotEqual(read_text(self.path("r.html")), before["r.html"])
+
 
 def hinted_args(text, marker):
     """The arguments of the command printed after marker, checked to run this
