@@ -115,6 +115,7 @@ import contextlib
 import email.message
 import email.parser
 import json
+import os
 import random
 import signal
 import threading
@@ -125,6 +126,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import checker
 import record  # only to read a --cases file the way the runner does
 import suites
+from vocabulary import Parser, UserError
+
+CASES_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples", "cases.json")
 
 RESPONSE_FIELDS = {  # what the live API accepts; anything else is a 400
     "background", "effort", "input", "instructions", "language_preference",
@@ -933,6 +937,28 @@ def start(cases, unsafe_models=("offline/hasty",), port=0):
     return server
 
 
+def port_number(text):
+    """argparse type: a TCP port, 0 to 65535 (0: any free one)."""
+    try:
+        number = int(text)
+    except ValueError:
+        number = -1
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {text!r}")
+    return number
+
+
+def seconds(text):
+    """argparse type: a finite number of seconds, 0 or more."""
+    try:
+        number = float(text)
+    except ValueError:
+        number = -1.0
+    if not 0 <= number < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected seconds, 0 or more, got {text!r}")
+    return number
+
+
 def positive_int(text):
     """argparse type: a whole number from 1 up."""
     try:
@@ -945,16 +971,18 @@ def positive_int(text):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=8765, help="loopback port (default: 8765)")
-    parser.add_argument("--cases", metavar="FILE", default="examples/cases.json",
+    parser = Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=port_number, default=8765,
+                        help="loopback port, 0 for any free one (default: 8765)")
+    parser.add_argument("--cases", metavar="FILE",
                         help="JSON list of the cases it answers (default: examples/cases.json)")
     parser.add_argument("--suite", metavar="FILE", help="a suite file (TOML) whose cases it "
                         "answers instead of --cases")
     parser.add_argument("--unsafe", metavar="MODEL", nargs="*", default=["offline/hasty"],
-                        help="models that advise retrying the timed-out payment "
-                        "(default: offline/hasty)")
-    parser.add_argument("--latency", type=float, default=0.0, metavar="SECONDS",
+                        help="models that get the guarded case wrong: the built-in cases' "
+                        "timed-out payment (they advise a retry), or a suite's last case (its "
+                        "first expected field) (default: offline/hasty)")
+    parser.add_argument("--latency", type=seconds, default=0.0, metavar="SECONDS",
                         help="seconds before each answer is ready (default: 0)")
     parser.add_argument("--legacy-chat", action="store_true",
                         help="answer /chat/completions as before the Sonar retirement "
@@ -968,18 +996,34 @@ def main(argv=None):
     parser.add_argument("--batch-outcome", choices=BATCH_OUTCOMES, default="completed",
                         help="how every batch ends (default: completed)")
     args = parser.parse_args(argv)
+    if args.suite is not None and args.cases is not None:
+        parser.error("--suite declares its own cases; drop --cases")
     try:
         if args.suite is not None:
             cases = suites.read_suite(args.suite)
         else:
-            with open(args.cases, encoding="utf-8") as handle:
-                cases = record.validate_cases(json.load(handle), args.cases)
-    except (OSError, ValueError) as exc:
-        parser.error(f"{exc}; give a JSON file of cases like examples/cases.json, or --suite")
+            path = args.cases or CASES_FILE
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+            try:
+                data = json.loads(text)
+            except ValueError as exc:
+                raise UserError(f"--cases {path} is not JSON ({exc}); give a JSON list of "
+                                "cases like examples/cases.json, or a suite file with "
+                                "--suite") from None
+            cases = record.validate_cases(data, path)
+    except OSError as exc:
+        parser.error(f"cannot read --cases {exc.filename}: {exc.strerror}")
+    except UserError as exc:
+        parser.error(str(exc))
     # Ctrl+C stops it whatever the shell left: a job started in the background
     # by a non-interactive shell (a Makefile, a CI step) has SIGINT ignored.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    server = start(cases, unsafe_models=args.unsafe, port=args.port)
+    try:
+        server = start(cases, unsafe_models=args.unsafe, port=args.port)
+    except OSError as exc:
+        parser.error(f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror}; choose "
+                     "another --port (0 takes any free one)")
     server.state.update(latency=args.latency, legacy_chat=args.legacy_chat,
                         batch_rows_per_poll=args.batch_rows_per_poll,
                         batch_outcome=args.batch_outcome, snippet_bytes=args.snippet_bytes)

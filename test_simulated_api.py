@@ -1,11 +1,14 @@
 """The simulated Batch and Files endpoints, driven by the real SDK: in-process
 through sdk_client (fast tier), and once over real HTTP on 127.0.0.1 (slow)."""
 
+import contextlib
 import copy
+import io
 import json
 import os
 import select
 import signal
+import socket
 import threading
 import unittest
 from unittest import mock
@@ -511,6 +514,33 @@ class KnobsTest(BatchTest):
     def test_a_hold_on_direct_answers_does_not_hold_batch_endpoints(self):
         self.state["hold"] = mock.Mock(wait=mock.Mock(side_effect=AssertionError("held")))
         self.assertEqual(self.poll_to_end(self.start())[-1].status, "completed")
+
+
+class CommandLineTest(unittest.TestCase):
+    def test_bad_input_is_one_line_and_exit_2(self):
+        taken = socket.socket()
+        self.addCleanup(taken.close)
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        suite = os.path.join(HERE, "examples", "suites", "support-escalation.toml")
+        table = [
+            (["--port", "99999"], "--port: expected a port from 0 to 65535, got '99999'"),
+            (["--port", str(taken.getsockname()[1]), "--suite", suite],
+             f"cannot listen on 127.0.0.1:{taken.getsockname()[1]}: Address already in use; "
+             "choose another --port (0 takes any free one)"),
+            (["--latency", "-1"], "--latency: expected seconds, 0 or more, got '-1'"),
+            (["--suite", suite, "--cases", suite], "--suite declares its own cases; drop --cases"),
+            (["--cases", suite], f"--cases {suite} is not JSON"),
+            (["--cases", "/nonexistent.json"],
+             "cannot read --cases /nonexistent.json: No such file or directory"),
+        ]
+        for args, words in table:
+            with self.subTest(args=args), self.assertRaises(SystemExit) as stop, \
+                    contextlib.redirect_stderr(io.StringIO()) as errors:
+                simulated_api.main(args)
+            self.assertEqual(stop.exception.code, 2)
+            self.assertIn(words, errors.getvalue())
+            self.assertEqual(len(errors.getvalue().splitlines()), 1, errors.getvalue())
 
 
 @slow("a threaded HTTP server and a new interpreter on 127.0.0.1")
