@@ -74,7 +74,8 @@ mock_transport() for in-process tests):
                    to, so responses weigh what live ones do (the benchmark)
     models         the names GET /v1/models lists (LISTED_MODELS; [] lists none)
     id_prefix      None, or what response ids start with after "resp_", so two
-                   servers (two demo runs) never give one id twice
+                   servers (two demo runs, two command-line servers) never give
+                   one id twice
     stored         response id -> the kept response and when it is ready
     requests       every POST body received, in arrival order, but for the
                    Files and Batches endpoints' (rows of a batch are not here)
@@ -1024,6 +1025,9 @@ def main(argv=None):
     except OSError as exc:
         parser.error(f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror}; choose "
                      "another --port (0 takes any free one)")
+    # Ids of this server alone, as the live API's are unique: the records of runs
+    # against two servers are two histories' worth, never taken for copies.
+    server.state.update(id_prefix=f"sim{random.randrange(16 ** 8):08x}")
     server.state.update(latency=args.latency, legacy_chat=args.legacy_chat,
                         batch_rows_per_poll=args.batch_rows_per_poll,
                         batch_outcome=args.batch_outcome, snippet_bytes=args.snippet_bytes)

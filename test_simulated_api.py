@@ -598,6 +598,9 @@ class OverHttpTest(unittest.TestCase):
         # One row a poll: in progress, then a poll for each of 8 rows, then completed.
         self.assertEqual(self.run_batch(client),
                          (sorted(line["custom_id"] for line in every_request()), 10))
+        # Its ids are its own, as the live API's are: two servers' records never share one.
+        answer = client.responses.create(model=MODELS[0], input=CASES[0]["question"])
+        self.assertRegex(answer.id, r"^resp_sim[0-9a-f]{8}_\d+$")
         process.send_signal(signal.SIGINT)
         self.assertEqual(process.wait(10), 0)
 
