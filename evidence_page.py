@@ -58,6 +58,12 @@ REASONS = {
                                "the router answered with a different model",
     "execution_error": "the request or checker failed, no verdict",
 }
+SUITE_REASONS = {  # the reasons whose built-in words name RFCs, for any other suite
+    "missing_or_duplicate_sources": "no citation, or one document cited twice",
+    "citation_not_approved": "a cited document is neither the case's own nor one of the "
+                             "suite's general documents",
+    "primary_reference_missing": "the case's own document is not cited",
+}
 LABEL_KINDS = {NEW_FAILURE: "fail", "WORSE": "fail", RECOVERED: "pass", "BETTER": "flaky",
                "STILL_FAILING": "flaky", PASS: "pass"}  # the colour of each label
 EXIT_WORDS = {
@@ -427,12 +433,27 @@ def results_html(results, suite):
             f'<ul class="plain results">{"".join(items)}</ul>{tail}')
 
 
-def reasons_html(reasons):
+def reason_meaning(reason, suite):
+    """What a reason means, in the words of the suite's own fields and documents
+    (the built-in domain keeps its own), or None for a reason not known."""
+    if not isinstance(reason, str):
+        return None
+    if checker.is_builtin_domain(suite):
+        return REASONS.get(reason)
+    if reason == "invalid_answer_shape":
+        return (f"not exactly {', '.join(suite['answer'])} with the right kinds (an enum "
+                "field the case does not expect: one of its values)")
+    if reason.startswith("wrong_") and reason[len("wrong_"):] in suite["answer"]:
+        return f"{reason[len('wrong_'):].replace('_', ' ')} differs from the approved value"
+    return SUITE_REASONS.get(reason) or REASONS.get(reason)
+
+
+def reasons_html(reasons, suite):
     if not reasons:
         return ""
     items = []
     for reason in reasons:
-        meaning = REASONS.get(reason) if isinstance(reason, str) else None
+        meaning = reason_meaning(reason, suite)
         items.append(f"<li><code>{esc(reason)}</code>: "
                      + (meaning or "an unknown reason (not one this page knows)") + "</li>")
     return f"<h3>Why it failed</h3><ul>{''.join(items)}</ul>"
@@ -480,7 +501,7 @@ def row_html(row, suite, case):
     return (f'<details class="row {kind}"{"" if ok else " open"}>'
             f"<summary>repeat {esc(field(row, 'repeat'))} · "
             f'<strong class="{kind}">{verdict}</strong>{answered_by(row)}'
-            f'</summary><div class="body">{reasons_html(reasons)}'
+            f'</summary><div class="body">{reasons_html(reasons, suite)}'
             f"{answer_html(row, suite, case, searched)}{facts_html(row)}"
             f"{results_html(results, suite)}</div></details>")
 

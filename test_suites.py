@@ -104,6 +104,28 @@ class BuiltInSuiteTest(unittest.TestCase):
                         checker.BUILTIN_SUITE, checker.suite_case(case), raw, text))
 
 
+class SuiteReasonWordsTest(unittest.TestCase):
+    def test_the_page_explains_each_reason_in_the_suites_own_words(self):
+        import evidence_page
+
+        table = [
+            ("wrong_retry_safe", "retry safe differs from the approved value"),
+            ("invalid_answer_shape", "not exactly endpoint, retry_safe, attempts, note, "
+                                     "source_urls with the right kinds"),
+            ("citation_not_approved", "neither the case's own nor one of the suite's general "
+                                      "documents"),
+            ("primary_reference_missing", "the case's own document is not cited"),
+            ("missing_or_duplicate_sources", "one document cited twice"),
+            ("citation_not_in_search_results", "not returned by this request's search"),
+        ]
+        for reason, words in table:
+            with self.subTest(reason):
+                self.assertIn(words, evidence_page.reason_meaning(reason, small_suite()))
+        self.assertIsNone(evidence_page.reason_meaning("wrong_colour", small_suite()))
+        self.assertIn("RFC 9110", evidence_page.reason_meaning("citation_not_approved",
+                                                               checker.BUILTIN_SUITE))
+
+
 class SuiteCheckerTest(unittest.TestCase):
     def setUp(self):
         self.suite = small_suite()
@@ -382,6 +404,9 @@ class SuiteRunTest(Harness):
         self.assertIn("refund via", page)
         self.assertIn("suite <strong>support-escalation</strong>", page)
         self.assertIn("360012668071", page)
+        self.assertIn("<code>wrong_decision</code>: decision differs from the approved value",
+                      page)
+        self.assertNotIn("RFC", page)  # the built-in domain's words are not this suite's
 
     def test_a_suite_record_is_regraded_and_resumed_without_the_suite_file(self):
         self.use(SUPPORT_SUITE)
