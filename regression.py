@@ -509,11 +509,12 @@ def parse_args(argv):
 
 
 def print_plan(args):
-    """--plan: what the run would send, and what its verdicts could prove."""
-    suite = runs.chosen_suite(args)
-    models = args.models or suite.get("models") or MODELS
+    """--plan: what the run would send, and what its verdicts could prove. Every
+    input is read and checked as the run itself would (its files, --out, the
+    reports), so a plan that prints is a run that would start."""
+    run = runs.prepare(args, asking())
     costs = runs.baseline_costs(args.baseline) if args.baseline else None
-    for line in plans.plan_lines(models, [case["id"] for case in suite["cases"]], args.prove,
+    for line in plans.plan_lines(run.models, [case["id"] for case in run.cases], args.prove,
                                  args.allow_failures or 0, args.repeats or 1,
                                  args.confidence or CONFIDENCE, costs):
         print(line)

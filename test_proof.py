@@ -241,6 +241,20 @@ class PlanTest(Harness):
         self.assertIn("45 passes of at most 46 requests per pair, at most 368 requests", output)
         self.assertIn("99 %: 92.2 %", output)
 
+    def test_a_plan_refuses_what_the_run_would_refuse(self):
+        self.write("taken.json", "{}")
+        table = [(("--instructions", self.path("missing.txt")), "cannot read --instructions"),
+                 (("--out", self.path("taken.json")), "taken.json already exists"),
+                 (("--out", self.path("new.json"), "--html", self.path("taken.json")),
+                  "is not a report page written by this tool")]
+        for args, words in table:
+            with self.subTest(args=args):
+                code, output, errors = self.main("--plan", *args, out=False)
+                self.assertEqual(code, 2)
+                self.assertIn(words, errors)
+                self.assertEqual((output, self.state["requests"]), ("", []))
+        self.assertEqual(sorted(os.listdir(self.folder)), ["taken.json"])
+
     def test_plan_prices_from_a_baseline_record(self):
         self.main("--models", regression.MODELS[0])
         code, output, _ = self.main("--plan", "--prove", "0.9", "--models",
