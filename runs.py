@@ -184,6 +184,9 @@ def load_cases(path):
             RecursionError) as exc:
         raise UserError(f"{path}: cannot parse it ({exc})") from None
     cases = record.validate_cases(parsed, path)
+    problem = suites.repeated_question(cases)
+    if problem:
+        raise UserError(f"{path}: {problem}")
     for number, case in enumerate(cases, 1):
         problem = citation_rule_problem(case)
         if problem:

@@ -348,4 +348,21 @@ def read_suite(path):
         parsed = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SuiteError(f"{path}: is not valid TOML ({exc})") from None
-    return validate_suite(parsed, path)
+    suite = validate_suite(parsed, path)
+    problem = repeated_question(suite["cases"])
+    if problem:
+        raise SuiteError(f"{path}: {problem}")
+    return suite
+
+
+def repeated_question(cases):
+    """Why two cases cannot both be asked (one question twice: a model sees the
+    same input, so no answer can meet two expects), or None. Checked where a
+    file is read, not in records: a record keeps the cases it was made with."""
+    first = {}
+    for number, case in enumerate(cases, 1):
+        earlier = first.setdefault(case["question"], (number, case["id"]))
+        if earlier[0] != number:
+            return (f"case {number} ({case['id']}) asks the same question as case "
+                    f"{earlier[0]} ({earlier[1]}); give each case its own question")
+    return None

@@ -929,6 +929,8 @@ class CasesFileTest(Harness):
             ("empty id", with_case(id=""), "field id"),
             ("id with spaces", with_case(id="a b"), "field id"),
             ("duplicate id", json.dumps([INCIDENT, INCIDENT]), "field id repeats"),
+            ("one question twice", json.dumps([INCIDENT, {**INCIDENT, "id": "again"}]),
+             "case 2 (again) asks the same question as case 1"),
             ("expected 42", with_case(expected="42"), "field expected"),
             ("expected int", with_case(expected=503), "field expected"),
             ("action", with_case(action="retry_now"), "field action"),

@@ -211,6 +211,11 @@ class SuiteCheckerTest(unittest.TestCase):
 
 BAD = [  # name, change to the small suite's text, words the error holds
     ("not TOML", lambda text: text + "\n[[[", "is not valid TOML"),
+    ("one question twice", lambda text: text.replace(
+        "the customer returned the goods; give their money back for pay_2",
+        "the shop wants to know whether payment pay_1 went through"),
+     "case 2 (money-back) asks the same question as case 1 (status-check); give each case "
+     "its own question"),
     ("unknown top key", lambda text: "colour = 1\n" + text, "unknown key 'colour'"),
     ("unknown field key", lambda text: text.replace('type = "integer"',
                                                     'type = "integer", max = 3'), "attempts"),
