@@ -701,16 +701,27 @@ def parse_args(argv):
     return args
 
 
+def loaded(path, role):
+    """The record at path (record.load), or UserError saying which file it is:
+    BEFORE, AFTER or RUN, and its path where the reason does not name it."""
+    try:
+        return record.load(path)
+    except UserError as exc:
+        reason = str(exc)
+        raise UserError(f"{role}: {reason}" if path in reason
+                        else f"{role} {path}: {reason}") from None
+
+
 def run(args):
     """The exit code of a parsed command line."""
     try:
         if args.demo is not None:
             return demo(args.demo, args.summary_md, args.html)
-        before = record.load(args.before)
+        before = loaded(args.before, "BEFORE" if args.after is not None else "RUN")
         if args.after is None:  # RUN --switch OLD=NEW: two models of one run
             return compare(before, before, args.switch, (args.before, args.before),
                            args.summary_md, args.html)
-        after = record.load(args.after)
+        after = loaded(args.after, "AFTER")
         if not args.switch and (same_file(args.before, args.after)
                                 or before.sha256 == after.sha256):
             raise UserError("BEFORE and AFTER are the same record; compare it with a later "

@@ -325,8 +325,13 @@ def suite_of(record):
     is of the built-in suite, with its config.cases."""
     config = record.get("config")
     if "suite" not in record:
-        cases = validate_cases(config.get("cases"), "config.cases")
-        return suites.with_cases(checker.BUILTIN_SUITE, cases)
+        cases = config.get("cases")
+        if "suite_sha256" in record or isinstance(cases, list) and any(
+                isinstance(case, dict) and "expect" in case for case in cases):
+            raise UserError("its suite is missing, but its cases or suite_sha256 are a "
+                             "suite's: the record was edited after it was saved; use the "
+                             "original file")
+        return suites.with_cases(checker.BUILTIN_SUITE, validate_cases(cases, "config.cases"))
     suite = suites.validate_suite(record["suite"], "its saved suite")
     edited = "the record was edited after it was saved; use the original file"
     if record.get("suite_sha256") != suites.suite_sha256(suite):

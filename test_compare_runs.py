@@ -795,6 +795,20 @@ class CliTest(Files, unittest.TestCase):
                 self.assertTrue(output.startswith("NOT_COMPARABLE: "), output)
                 self.assertEqual(len(output.splitlines()), 1)
 
+    def test_a_bad_record_is_named_as_before_after_or_run(self):
+        good = self.write("good.json", record())
+        bad = self.write("bad.json", record() | {"suite_sha256": "0" * 64})  # its suite cut
+        table = [((bad, good), f"NOT_COMPARABLE: BEFORE {bad}: its suite is missing, but its "
+                  "cases or suite_sha256 are a suite's: the record was edited"),
+                 ((good, bad), f"NOT_COMPARABLE: AFTER {bad}: "),
+                 ((bad, "--switch", f"{MODEL}=other"), f"NOT_COMPARABLE: RUN {bad}: "),
+                 ((good, self.path("nope.json")), "NOT_COMPARABLE: AFTER: cannot open ")]
+        for args, start in table:
+            with self.subTest(args=args):
+                code, output, _ = self.main(*args)
+                self.assertEqual(code, 2)
+                self.assertTrue(output.startswith(start), output)
+
     def test_demo_folder_that_exists_is_not_comparable(self):
         code, output, _ = self.main("--demo", self.folder)
         self.assertEqual(code, 2)
