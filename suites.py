@@ -86,8 +86,12 @@ def field_kind(name, kind, source):
         raise SuiteError(f"{source}: answer field {name[:40]!r} must match "
                          "[a-z][a-z0-9_]{0,39}")
     if not isinstance(kind, dict) or len(kind) != 1:
-        raise SuiteError(f"{source}: {where} must be one of {{ type = \"string\" }}, "
-                         "{ enum = [...] }, { citations = true }")
+        extra = sorted(set(kind) - {"type", "enum", "citations"}) if isinstance(kind, dict) else []
+        raise SuiteError(f"{source}: {where} "
+                         + (f"has the unknown key {extra[0]!r}; " if extra else "")
+                         + "a field kind is exactly one of type = \"string\" | \"integer\" | "
+                         "\"boolean\", enum = [distinct strings], or citations = true (every "
+                         "field is required)")
     (key, value), = kind.items()
     if key == "type" and value in checker.KINDS:
         return
@@ -96,9 +100,16 @@ def field_kind(name, kind, source):
         return
     if key == "citations" and value is True:
         return
-    raise SuiteError(f"{source}: {where}: {key} = {str(value)[:40]} is not a field kind; "
+    raise SuiteError(f"{source}: {where}: {key} = {toml_text(value)} is not a field kind; "
                      "use type = \"string\" | \"integer\" | \"boolean\", enum = [distinct "
                      "strings], or citations = true")
+
+
+def toml_text(value):
+    """A value as a suite's TOML spells it (true, "text", 3), cut to 40 characters."""
+    text = json.dumps(value, ensure_ascii=False) if isinstance(value, (bool, str, int, float,
+                                                                        list)) else str(value)
+    return text if len(text) <= 40 else text[:39] + "…"
 
 
 def value_fits(kind, value):
@@ -197,8 +208,8 @@ def check_case(number, case, answer, sources, source, builtin):
                              f"not an exact-value field of [answer] ({', '.join(plain)})")
         if not value_fits(kind, value):
             wanted = ("one of " + ", ".join(kind["enum"]) if "enum" in kind
-                      else f"a {kind['type']}")
-            raise SuiteError(f"{source}: {where}: expect.{name} = {str(value)[:40]!r} must "
+                      else {"integer": "an integer"}.get(kind["type"], f"a {kind['type']}"))
+            raise SuiteError(f"{source}: {where}: expect.{name} = {toml_text(value)} must "
                              f"be {wanted}")
     if builtin and set(expect) != {"code", "next_action"}:
         raise SuiteError(f"{source}: {where}: a case of the built-in domain expects both "
@@ -228,6 +239,7 @@ def validate_suite(data, source):
             isinstance(m, str) and m.strip() == m and m and m.isprintable()
             and len(m) <= 200 for m in models) or len(set(models)) != len(models)):
         raise SuiteError(f"{source}: models must be a non-empty list of distinct model names")
+
     schema_name = data.get("schema_name", DEFAULT_SCHEMA_NAME)
     if not isinstance(schema_name, str) or not SCHEMA_NAME.fullmatch(schema_name):
         raise SuiteError(f"{source}: schema_name must be 1..64 letters, digits, _ or -")
@@ -349,10 +361,29 @@ def read_suite(path):
     except tomllib.TOMLDecodeError as exc:
         raise SuiteError(f"{path}: is not valid TOML ({exc})") from None
     suite = validate_suite(parsed, path)
-    problem = repeated_question(suite["cases"])
+    problem = file_problem(suite)
     if problem:
         raise SuiteError(f"{path}: {problem}")
     return suite
+
+
+def file_problem(suite):
+    """What a suite file may not say although a saved suite may (records keep
+    what they were made with): a model name holding a comma, a general document
+    twice, a case that expects nothing, one question in two cases; or None."""
+    comma = next((model for model in suite.get("models") or () if "," in model), None)
+    if comma is not None:
+        return (f"models: {comma!r} holds a comma; give each model as its own string: "
+                + ", ".join(json.dumps(part) for part in comma.split(",") if part))
+    general = suite["sources"]["general"]
+    twice = next((doc for number, doc in enumerate(general) if doc in general[:number]), None)
+    if twice is not None:
+        return f"sources.general names {toml_text(twice)} twice; give each document once"
+    for number, case in enumerate(suite["cases"], 1):
+        if not case["expect"]:
+            return (f"case {number} ({case['id']}): expect is empty, so the case guards no "
+                    "decision; give the approved value of at least one answer field")
+    return repeated_question(suite["cases"])
 
 
 def repeated_question(cases):

@@ -211,6 +211,24 @@ class SuiteCheckerTest(unittest.TestCase):
 
 BAD = [  # name, change to the small suite's text, words the error holds
     ("not TOML", lambda text: text + "\n[[[", "is not valid TOML"),
+    ("a model with a comma", lambda text: text.replace('name = "integration"',
+                                                        'name = "integration"\nmodels = ["a/b,c/d"]'),
+     "models: 'a/b,c/d' holds a comma; give each model as its own string: \"a/b\", \"c/d\""),
+    ("a general document twice", lambda text: text.replace('general = ["errors"]',
+                                                            'general = ["errors", "errors"]'),
+     'sources.general names "errors" twice; give each document once'),
+    ("an empty expect", lambda text: text.replace(
+        'expect = { endpoint = "refund_payment", retry_safe = false }', "expect = {}"),
+     "case 2 (money-back): expect is empty, so the case guards no decision"),
+    ("a kind with an unknown key", lambda text: text.replace(
+        'retry_safe = { type = "boolean" }', 'retry_safe = { type = "boolean", optional = true }'),
+     "answer.retry_safe has the unknown key 'optional'; a field kind is exactly one of type = "
+     '"string" | "integer" | "boolean"'),
+    ("a value of another kind", lambda text: text.replace("attempts = 3 }", "attempts = true }"),
+     "expect.attempts = true must be an integer"),
+    ("citations false", lambda text: text.replace("source_urls = { citations = true }",
+                                                  "source_urls = { citations = false }"),
+     "answer.source_urls: citations = false is not a field kind"),
     ("one question twice", lambda text: text.replace(
         "the customer returned the goods; give their money back for pay_2",
         "the shop wants to know whether payment pay_1 went through"),
@@ -250,9 +268,9 @@ BAD = [  # name, change to the small suite's text, words the error holds
         "attempts = 3 }", "attempts = 3, source_urls = [] }"), "expect names 'source_urls'"),
     ("expect outside the enum", lambda text: text.replace('"get_payment", retry_safe',
                                                           '"get_paymnt", retry_safe'),
-     "expect.endpoint = 'get_paymnt' must be one of"),
+     'expect.endpoint = "get_paymnt" must be one of'),
     ("expect of the wrong kind", lambda text: text.replace("attempts = 3 }", "attempts = '3' }"),
-     "expect.attempts = '3' must be a integer"),
+     'expect.attempts = "3" must be an integer'),
     ("cite not on the path", lambda text: text.replace('cite = "refunds"', 'cite = "Refunds"'),
      "cite 'Refunds'"),
     ("cite URL not on the hosts", lambda text: text.replace(
