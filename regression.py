@@ -460,6 +460,8 @@ def clash_problem(args):
 
 def setting_problem(args):
     """Why the demo folder or the key will not do, or None."""
+    if args.demo == "":
+        return "--demo needs the name of a new folder, e.g. --demo demo-run"
     if args.demo is not None and os.path.lexists(args.demo):
         return f"--demo folder {args.demo} already exists; name a new one"
     if args.demo is not None or args.regrade is not None or args.plan:

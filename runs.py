@@ -502,6 +502,9 @@ def new_run(args, secrets, ask):
     models, out = args.models or suite.get("models") or MODELS, args.out or "results.json"
     if args.demo is not None:
         models, out = DEMO_MODELS, os.path.join(args.demo, "results.json")
+    elif os.path.isdir(out):
+        raise UserError(f"--out {out} is a folder; give the path of a new file in it, e.g. "
+                         f"{os.path.join(out, 'results.json')}")
     elif os.path.lexists(out):
         raise UserError(f"{out} already exists; choose a new --out path "
                          "(nothing was sent, the file is untouched)")
@@ -648,7 +651,12 @@ def prepare(args, ask):
 def saved_record(run):
     """The record on disk for the length of the run, saved once more on the way out."""
     if run.demo is not None:
-        os.makedirs(run.demo)
+        try:
+            os.makedirs(run.demo)
+        except OSError as exc:
+            raise UserError(f"cannot make the --demo folder {run.demo}: "
+                             f"{exc.strerror or exc}; nothing was sent, name a new folder "
+                             "where you can write") from None
     try:
         saved = record.RecordFile.create(run.out, run.head, run.tail(),
                                          rows=run.copied() if run.copied else (),

@@ -1727,6 +1727,24 @@ class SmallThingsTest(Harness):
         self.assertEqual(raised.exception.code, 2)
         return errors.getvalue()
 
+    def test_a_place_for_the_record_that_will_not_do_is_named_as_the_flag_given(self):
+        os.mkdir(self.path("folder"))
+        code, _, errors = self.main("--out", self.path("folder"), out=False)
+        self.assertEqual(code, 2)
+        self.assertIn(f"--out {self.path('folder')} is a folder; give the path of a new file "
+                      f"in it, e.g. {self.path('folder/results.json')}", errors)
+        with self.assertRaises(SystemExit), \
+                contextlib.redirect_stderr(io.StringIO()) as errors:
+            regression.main(["--demo", ""])
+        self.assertIn("--demo needs the name of a new folder, e.g. --demo demo-run",
+                      errors.getvalue())
+        demo = os.path.join(self.write("a-file", ""), "demo")  # under a file: cannot be made
+        with mock.patch.object(regression, "Perplexity", Perplexity):  # the demo's own client
+            code, _, errors = quiet(regression.main, ["--demo", demo])
+        self.assertEqual(code, 2)
+        self.assertIn(f"cannot make the --demo folder {demo}: Not a directory; nothing was "
+                      "sent, name a new folder where you can write", errors)
+
     def test_each_budget_problem_gets_its_own_reason(self):
         for value, reason in (("1e999", "at most a trillion USD"), ("Infinity", "finite"),
                               ("0", "more than 0 USD"), ("1e-99", "at least a trillionth"),

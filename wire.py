@@ -125,7 +125,8 @@ def model_problem(models, names):
             continue
         closest = difflib.get_close_matches(model, names, CLOSEST_MODELS, 0.3)
         return (f"--check-models: {model} is not in the API's model list; closest listed: "
-                f"{', '.join(closest) or 'none'}; nothing was sent, fix --models")
+                f"{', '.join(closest) or 'none'}; nothing was sent, fix the name (in --models, "
+                "or the suite's models)")
     return None
 
 
