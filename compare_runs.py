@@ -660,7 +660,7 @@ def parse_args(argv):
     if any(arg == "--history" or arg.startswith("--history=") for arg in argv or ()):
         import history  # --history RECORD...: the history module's own command line
 
-        return history.parse_args(argv)
+        return history.parse_args(argv, "compare_runs.py")
     parser = Parser(
         prog="compare_runs.py",
         description="Compare two saved runs and name every new failure.",
@@ -678,7 +678,14 @@ def parse_args(argv):
     parser.add_argument("--summary-md", metavar="FILE",
                         help="append a Markdown view, e.g. to $GITHUB_STEP_SUMMARY")
     parser.add_argument("--html", metavar="FILE", help="write the comparison as one HTML page")
+    # Read by history.py's own command line (above), never here: listed so that
+    # --help shows it and a misspelt --histroy gets its "did you mean".
+    parser.add_argument("--history", nargs="+", metavar="RECORD",
+                        help="the history of many records, or folders of them, with its own "
+                        "options (docs/history.md)")
     args = parser.parse_args(argv)
+    if args.history is not None:  # an abbreviation (--hist): the check above missed it
+        parser.error("write --history in full: compare_runs.py --history RECORD...")
     args.switch = args.switch or []
     if args.demo is not None and (args.before is not None or args.switch):
         parser.error("give BEFORE AFTER, RUN --switch OLD=NEW or --demo NEW_DIR, not several")
@@ -760,7 +767,7 @@ def main(argv=None):
     if any(arg == "--history" or arg.startswith("--history=") for arg in given):
         import history  # many records, over time: its own module
 
-        return history.main(given)
+        return history.main(given, "compare_runs.py")
     mend_standard_streams()
     if sys.stdout is None:  # started with standard output closed (>&-)
         complain("compare_runs.py: standard output is closed; no verdict")

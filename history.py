@@ -945,10 +945,11 @@ def write_views(history, args):
             raise OutputFailed(f"cannot write {flag} {path}: {exc.strerror or exc}") from None
 
 
-def parse_args(argv):
+def parse_args(argv, prog="history.py"):
     """(args, record files): a usage error or an output that may not be written
-    exits 2 with one line, before any record is read."""
-    parser = Parser(prog="history.py",
+    exits 2 with one line, before any record is read. prog: the script the user
+    ran (compare_runs.py --history, or history.py)."""
+    parser = Parser(prog=prog,
                     description="The history of saved runs: per (model, case) and model.",
                     epilog="Exit codes: 0 the history was shown (it never gates), 2 no record "
                            "could be read, a usage error, an output that cannot be written, "
@@ -975,7 +976,7 @@ def parse_args(argv):
     return args, paths, notes
 
 
-def run(args, paths, notes):
+def run(args, paths, notes, prog="history.py"):
     """Read, select, print and write; the exit code (0, or 2 with no record)."""
     if not paths:
         raise HistoryError("no record found in " + ", ".join(map(shown, args.history))
@@ -987,7 +988,7 @@ def run(args, paths, notes):
     records, more = counted_once(records)
     notes += more
     for note in notes:
-        complain(f"history.py: note: {note}")
+        complain(f"{prog}: note: {note}")
     if not records:
         raise HistoryError(f"no record could be read of the {len(paths)} files given; "
                            "the notes above say why")
@@ -998,32 +999,33 @@ def run(args, paths, notes):
     return 0
 
 
-def main(argv=None):
-    """The command line: the exit code (never raises for a user's mistake)."""
+def main(argv=None, prog="history.py"):
+    """The command line: the exit code (never raises for a user's mistake).
+    prog: the script the user ran, which every message names."""
     mend_standard_streams()
     if sys.stdout is None:  # started with standard output closed (>&-)
-        complain("history.py: standard output is closed")
+        complain(f"{prog}: standard output is closed")
         return 2
     try:
         try:
-            args, paths, notes = parse_args(argv)
+            args, paths, notes = parse_args(argv, prog)
         except SystemExit as stop:  # usage error (2) or --help (0), already printed
             return stop.code if isinstance(stop.code, int) else 2
-        code = run(args, paths, notes)
+        code = run(args, paths, notes, prog)
         try:
             sys.stdout.flush()  # a full disk or a closed pipe shows here, not at exit
         except (OSError, ValueError) as exc:
             raise OutputFailed(f"cannot write the output ({exc})") from None
         return code
     except (HistoryError, OutputFailed) as exc:
-        complain(f"history.py: error: {shown(exc, NOTE_CHARS)}")
+        complain(f"{prog}: error: {shown(exc, NOTE_CHARS)}")
         return 2
     except Exception as exc:  # noqa: BLE001 - a bug must read as exit 2, with its traceback
         import traceback
 
         with contextlib.suppress(OSError, ValueError):
             traceback.print_exc()
-        complain(f"history.py: internal error: {type(exc).__name__}: {shown(exc, NOTE_CHARS)}")
+        complain(f"{prog}: internal error: {type(exc).__name__}: {shown(exc, NOTE_CHARS)}")
         return 2
 
 

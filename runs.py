@@ -858,7 +858,10 @@ def within_budget(run, plan):
     if plan.stop("budget"):
         run.execution["stopped_for_budget"] = True
         warn(f"Stopped: the reported cost ${total} reached --max-cost ${limit}; no new "
-             f"request starts; {plan.in_flight} in flight finish and are saved.")
+             "request starts" + ("" if not plan.in_flight else
+                                 f"; {plans.plural(plan.in_flight, 'request')} in flight "
+                                 + ("finishes and is" if plan.in_flight == 1 else
+                                    "finish and are") + " saved") + ".")
     return False
 
 

@@ -5,6 +5,8 @@ real SDK over httpx.MockTransport), one after another, so each has its own
 created_at; history.main reads them in a pool of processes. Offline.
 """
 
+import contextlib
+import io
 import json
 import math
 import os
@@ -320,6 +322,24 @@ class WhichRecordsCountTest(HistoryTest):
                           "(Expecting property name enclosed in double quotes: line 1 "
                           "column 2 (char 1))"])
         self.assertNotIn(".hidden", errors)
+
+    def test_through_compare_runs_every_line_names_compare_runs(self):
+        import compare_runs
+
+        missing = self.path("missing.json")
+        code, _, errors = quiet(compare_runs.main, ["--history", missing])
+        self.assertEqual(code, 2)
+        self.assertEqual(errors.splitlines(), [
+            f"compare_runs.py: note: {missing}: skipped: cannot open {missing}: No such file "
+            "or directory",
+            "compare_runs.py: error: no record could be read of the 1 files given; the notes "
+            "above say why"])
+        for args, words in ((["--histroy", missing], "(did you mean --history?)"),
+                            (["--hist", missing], "write --history in full")):
+            with self.subTest(args=args), self.assertRaises(SystemExit), \
+                    contextlib.redirect_stderr(io.StringIO()) as usage:
+                compare_runs.main(args)
+            self.assertIn(words, usage.getvalue())
 
     def test_exit_2_when_no_record_can_be_read(self):
         table = [("not JSON", "{"), ("no runs", json.dumps({"config": {}})),

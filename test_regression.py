@@ -1399,6 +1399,19 @@ class TrustTest(Harness):
         self.assertEqual(code, 0, errors)  # raised for what is missing: it finishes
         self.assertEqual(len(self.record()["runs"]), 24)
 
+    def test_the_budget_stop_counts_the_requests_still_in_flight(self):
+        for jobs, words in (("1", "no new request starts.\n"),
+                            ("2", "no new request starts; 1 request in flight finishes and is "
+                                  "saved.\n")):
+            with self.subTest(jobs=jobs):
+                gate, first = threading.Barrier(int(jobs), timeout=30), iter(range(int(jobs)))
+                self.before_request = lambda request: (next(first, None) is not None
+                                                       and gate.wait())
+                code, _, errors = self.main("--max-cost", "0.004", "--jobs", jobs,
+                                            "--out", self.path(f"j{jobs}.json"), out=False)
+                self.assertEqual(code, 2)
+                self.assertIn(f"reached --max-cost $0.004; {words}", errors)
+
     def test_a_report_that_cannot_be_written_exits_2_and_its_hint_writes_it(self):
         folder = self.path("reports")
         os.mkdir(folder)
