@@ -211,8 +211,8 @@ class SuiteCheckerTest(unittest.TestCase):
 
 BAD = [  # name, change to the small suite's text, words the error holds
     ("not TOML", lambda text: text + "\n[[[", "is not valid TOML"),
-    ("a model with a comma", lambda text: text.replace('name = "integration"',
-                                                        'name = "integration"\nmodels = ["a/b,c/d"]'),
+    ("a model with a comma", lambda text: text.replace(
+        'name = "integration"', 'name = "integration"\nmodels = ["a/b,c/d"]'),
      "models: 'a/b,c/d' holds a comma; give each model as its own string: \"a/b\", \"c/d\""),
     ("a general document twice", lambda text: text.replace('general = ["errors"]',
                                                             'general = ["errors", "errors"]'),
