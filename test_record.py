@@ -566,6 +566,26 @@ class CheckerRulesTest(unittest.TestCase):
         self.assertEqual(tally.spent(), (Decimal("0.75"), True))
         self.assertEqual(tally.summary()["models"]["m/x"]["reported_cost_usd"], "0.75")
 
+    def test_a_proof_pair_with_a_row_after_its_deciding_one_is_not_complete(self):
+        prove = {"rate": 0.5, "confidence": 0.95, "repeats": 5, "allow_failures": 0}
+        for verdicts, complete in (((False,), True), ((False, True), False),
+                                   ((True,) * 5, True), ((True,) * 4 + (False,), True),
+                                   ((True, False, True), False)):
+            with self.subTest(verdicts=verdicts):
+                tally = checker.Tally(["m/x"], 5, [self.CASE], prove=prove)
+                for repeat, passed in enumerate(verdicts):
+                    tally.add({"model": "m/x", "case_id": self.CASE["id"], "repeat": repeat,
+                               "passed": passed, "error": None})
+                self.assertEqual(tally.summary()["complete"], complete)
+
+    def test_only_search_results_items_are_receipts(self):
+        url = "https://www.rfc-editor.org/rfc/rfc9110"
+        for item, found in (({"type": "search_results", "results": [{"url": url}]}, [url]),
+                            ({"type": "message", "results": [{"url": url}]}, []),
+                            ({"results": [{"url": url}]}, [])):
+            with self.subTest(item=item):
+                self.assertEqual(checker.search_result_urls({"output": [item]}), found)
+
 
 class LightRowTest(unittest.TestCase):
     def test_a_light_row_keeps_the_documents_its_search_returned(self):
