@@ -641,6 +641,45 @@ class WordsOnARow(unittest.TestCase):
                 self.assertEqual(len(explained), 1)
                 self.assertIn(words, explained[0])
 
+    def test_an_unknown_reason_is_said_to_be_unknown(self):
+        page = one_row_page(make_row(CASES[0], MODELS[0], reasons=["wrong_colour"]))
+        self.assertIn("<li><code>wrong_colour</code>: an unknown reason (not one this page "
+                      "knows)</li>", page)
+
+    def test_a_model_that_answered_as_asked_is_not_named_again(self):
+        page = one_row_page(make_row(CASES[0], MODELS[0]))
+        self.assertNotIn("answered by", page)
+        self.assertNotIn("None", page)
+
+    def test_values_as_text_keep_their_characters(self):
+        table = [("naïve", "naïve"), (None, ""), ({"ü": [1, True]}, '{"ü": [1, true]}'),
+                 (float("nan"), "NaN")]
+        for value, text in table:
+            with self.subTest(value=value):
+                self.assertEqual(evidence_page.as_text(value), text)
+
+    def test_a_number_is_shown_with_its_digits_and_a_missing_one_as_a_dash(self):
+        table = [(None, "—"), (1.5, "1.50"), ("x<", "x&lt;"), (True, "true")]
+        for value, text in table:
+            with self.subTest(value=value):
+                self.assertEqual(evidence_page.number(value), text)
+
+    def test_only_a_fraction_from_0_to_1_is_a_bound_or_a_confidence(self):
+        table = [(0, True), (1, True), (0.95, True), (-0.1, False), (1.5, False),
+                 (float("nan"), False), (True, False), ("0.9", False)]
+        for value, like in table:
+            with self.subTest(value=value):
+                self.assertEqual(evidence_page.number_like(value), like)
+
+    def test_each_label_is_counted_in_its_colour(self):
+        colours = {"NEW_FAILURE": "fail", "WORSE": "fail", "RECOVERED": "pass",
+                   "BETTER": "flaky", "PASS": "pass", "STILL_FAILING": "flaky"}
+        counts = evidence_page.counts_html([{"label": label} for label in colours], [])
+        for label, colour in colours.items():
+            with self.subTest(label=label):
+                self.assertIn(f'<td class="{colour}"><strong>{label}</strong></td><td>1</td>',
+                              counts)
+
     def test_each_citation_mark_has_the_class_the_page_colours(self):
         # (case, cited doc, searched docs): (mark, class) expected on that citation
         table = [

@@ -229,6 +229,16 @@ BAD = [  # name, change to the small suite's text, words the error holds
     ("citations false", lambda text: text.replace("source_urls = { citations = true }",
                                                   "source_urls = { citations = false }"),
      "answer.source_urls: citations = false is not a field kind"),
+    ("a field of two kinds", lambda text: text.replace(
+        'endpoint = { enum = [', 'endpoint = { type = "string", enum = ['),
+     "answer.endpoint a field kind is exactly one of"),
+    ("a search budget of no tokens", lambda text: text + "\n[search]\nmax_tokens = 0\n",
+     "search.max_tokens must be a whole number of tokens, 1.."),
+    ("a search budget as text", lambda text: text + "\n[search]\nmax_tokens_per_page = '9'\n",
+     "search.max_tokens_per_page must be a whole number of tokens"),
+    ("a schema name with a space", lambda text: text.replace(
+        'schema_name = "EndpointAnswer"', 'schema_name = "Endpoint Answer"'),
+     "schema_name must be 1..64 letters, digits, _ or -"),
     ("one question twice", lambda text: text.replace(
         "the customer returned the goods; give their money back for pay_2",
         "the shop wants to know whether payment pay_1 went through"),
