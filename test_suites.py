@@ -342,6 +342,8 @@ class BadSuiteFileTest(Harness):
     def test_a_file_over_16_mib_is_refused(self):
         with mock.patch.object(suites, "MAX_SUITE_BYTES", len(SMALL) - 1):
             self.assert_refused(self.run_suite(SMALL), "is more than")
+        with mock.patch.object(suites, "MAX_SUITE_BYTES", len(SMALL)):  # at the limit: read
+            self.assertEqual(suites.read_suite(self.path("bad.toml")), small_suite())
 
     def test_over_10000_cases_are_refused(self):
         with mock.patch.object(suites, "MAX_CASES", 1):
