@@ -491,6 +491,34 @@ class SuiteRunTest(Harness):
         self.assertIn("support-escalation", output + errors)
         self.assertIn("http-failures", output + errors)
 
+    def test_each_difference_of_two_suites_is_named(self):
+        def saved(suite):
+            return {"suite": suite, "suite_sha256": suites.suite_sha256(suite),
+                    "config": {"cases": suites.record_cases(suite)}}
+
+        def changed(change):
+            suite = small_suite()
+            change(suite)
+            return suite
+
+        extra = {**small_suite()["cases"][0], "id": "extra", "question": "Another ticket."}
+        table = [
+            (lambda s: s["answer"].update(note={"type": "integer"}), "the answer's fields"),
+            (lambda s: s["sources"]["general"].append("limits"), "the approved sources"),
+            (lambda s: s["cases"].append(extra), "cases added: extra"),
+            (lambda s: s["cases"].pop(), "cases removed: money-back"),
+            (lambda s: s["cases"][0].update(cite="payments"), "cite changed: status-check"),
+            (lambda s: s["cases"][0].update(question="Q?"), "question changed: status-check"),
+            (lambda s: s["cases"][0]["expect"].update(attempts=4),
+             "expect changed: status-check"),
+            (lambda s: s["cases"].reverse(), "case order changed"),
+        ]
+        for change, words in table:
+            with self.subTest(words):
+                problem = compare_runs.suite_problem(saved(small_suite()), saved(changed(change)))
+                self.assertIn(f"(BEFORE integration, AFTER integration): {words}", problem)
+        self.assertIsNone(compare_runs.suite_problem(saved(small_suite()), saved(small_suite())))
+
     def test_an_expect_changed_within_a_suite_is_named(self):
         self.use(SUPPORT_SUITE)
         self.main("--suite", SUPPORT_SUITE, "--models", "m1")
