@@ -809,6 +809,22 @@ class CliTest(Files, unittest.TestCase):
                 self.assertEqual(code, 2)
                 self.assertTrue(output.startswith(start), output)
 
+    def test_views_that_cannot_be_written_as_asked_are_usage_errors(self):
+        good = self.write("good.json", record())
+        later = self.write("later.json", fail(record(), "rate-limit"))
+        table = [(("--summary-md", self.path("v.md"), "--html", self.path("v.md")),
+                  "--summary-md and --html name the same file"),
+                 (("--summary-md", self.path("notes.txt")),
+                  f"--summary-md {self.path('notes.txt')}: ")]
+        for args, words in table:
+            with self.subTest(args=args):
+                self.assertIn(words, self.usage_error(good, later, *args))
+
+    def test_help_names_the_history_and_its_records(self):
+        with self.assertRaises(SystemExit), contextlib.redirect_stdout(io.StringIO()) as out:
+            compare_runs.main(["--help"])
+        self.assertIn("--history RECORD [RECORD ...]", out.getvalue())
+
     def test_demo_folder_that_exists_is_not_comparable(self):
         code, output, _ = self.main("--demo", self.folder)
         self.assertEqual(code, 2)

@@ -341,6 +341,11 @@ class WhichRecordsCountTest(HistoryTest):
                 compare_runs.main(args)
             self.assertIn(words, usage.getvalue())
 
+    def test_a_long_or_many_line_value_is_shown_on_one_cut_line(self):
+        self.assertEqual(history.shown("a\nb"), "a\\nb")
+        self.assertEqual(history.shown("x" * 12, limit=10), "x" * 10 + "...")
+        self.assertEqual(history.shown("x" * 10, limit=10), "x" * 10)
+
     def test_exit_2_when_no_record_can_be_read(self):
         table = [("not JSON", "{"), ("no runs", json.dumps({"config": {}})),
                  ("a list", "[]")]
