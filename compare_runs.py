@@ -656,11 +656,8 @@ def output_problem(path, kind, inputs):
     return reports.output_problem(path, kind)
 
 
-def parse_args(argv):
-    if any(arg == "--history" or arg.startswith("--history=") for arg in argv or ()):
-        import history  # --history RECORD...: the history module's own command line
-
-        return history.parse_args(argv, "compare_runs.py")
+def command_line():
+    """The parser: flags, their help and the exit codes."""
     parser = Parser(
         prog="compare_runs.py",
         description="Compare two saved runs and name every new failure.",
@@ -678,11 +675,20 @@ def parse_args(argv):
     parser.add_argument("--summary-md", metavar="FILE",
                         help="append a Markdown view, e.g. to $GITHUB_STEP_SUMMARY")
     parser.add_argument("--html", metavar="FILE", help="write the comparison as one HTML page")
-    # Read by history.py's own command line (above), never here: listed so that
+    # Read by history.py's own command line (parse_args), never here: listed so that
     # --help shows it and a misspelt --histroy gets its "did you mean".
     parser.add_argument("--history", nargs="+", metavar="RECORD",
                         help="the history of many records, or folders of them, with its own "
                         "options (docs/history.md)")
+    return parser
+
+
+def parse_args(argv):
+    if any(arg == "--history" or arg.startswith("--history=") for arg in argv or ()):
+        import history  # --history RECORD...: the history module's own command line
+
+        return history.parse_args(argv, "compare_runs.py")
+    parser = command_line()
     args = parser.parse_args(argv)
     if args.history is not None:  # an abbreviation (--hist): the check above missed it
         parser.error("write --history in full: compare_runs.py --history RECORD...")

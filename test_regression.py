@@ -2130,11 +2130,15 @@ class UsageBoundaryTest(Harness):
                 self.assertIn(words, text)
 
     def test_every_flag_says_what_it_does_and_names_its_value(self):
-        for action in regression.command_line()._actions:
-            with self.subTest(action.dest):
-                self.assertTrue(action.help)
-                if action.nargs != 0:  # a flag that takes a value: --jobs N, --cases FILE
-                    self.assertTrue(action.metavar)
+        import compare_runs
+
+        for parser in (regression.command_line(), compare_runs.command_line()):
+            self.assertTrue(parser.epilog.startswith("Exit codes: 0 "), parser.epilog)
+            for action in parser._actions:
+                with self.subTest(parser.prog, flag=action.dest):
+                    self.assertTrue(action.help)
+                    if action.nargs != 0:  # a flag that takes a value: --jobs N, --cases FILE
+                        self.assertTrue(action.metavar)
 
 
 class DemoClientTest(unittest.TestCase):
