@@ -8,6 +8,7 @@ import contextlib
 import functools
 import hashlib
 import io
+import itertools
 import json
 import os
 import random
@@ -17,6 +18,7 @@ import stat
 import sys
 import threading
 import time
+import types
 import unittest
 import xml.etree.ElementTree as ET
 from datetime import datetime, timedelta, timezone
@@ -1340,6 +1342,20 @@ class TrustTest(Harness):
         self.assertEqual(saved, len(self.state["requests"]))
         self.assertLess(saved, 24)
 
+    def test_a_record_exactly_at_its_size_limit_goes_on(self):
+        save = record.RecordFile.save
+
+        def at_the_limit(saved, *args, **kwargs):
+            result = save(saved, *args, **kwargs)
+            record.FULL_RECORD_BYTES = saved.size  # the limit is never passed, only met
+            return result
+
+        with mock.patch.object(record, "FULL_RECORD_BYTES", record.FULL_RECORD_BYTES), \
+                mock.patch.object(record.RecordFile, "save", at_the_limit):
+            code, _, errors = self.main("--repeats", "2")
+        self.assertEqual(code, 0, errors)
+        self.assertEqual(len(self.record()["runs"]), 16)
+
     def test_a_report_name_as_long_as_its_folder_allows_is_written(self):
         page = self.path("p" * 245 + ".html")
         code, _, errors = self.main("--html", page)
@@ -2053,6 +2069,9 @@ class ProgressTest(Harness):
                                                    "elapsed\x1b[K"), stream.getvalue())
         progress.clear()
         self.assertTrue(stream.getvalue().endswith("\r\x1b[K"))
+        drawn = stream.getvalue()
+        progress.clear()  # nothing drawn since: nothing to take away
+        self.assertEqual(stream.getvalue(), drawn)
 
     def test_a_log_gets_a_plain_line_at_most_every_10_seconds(self):
         now = [100.0]
@@ -2139,6 +2158,19 @@ class UsageBoundaryTest(Harness):
                     self.assertTrue(action.help)
                     if action.nargs != 0:  # a flag that takes a value: --jobs N, --cases FILE
                         self.assertTrue(action.metavar)
+
+
+class DemoClockTest(unittest.TestCase):
+    def test_under_a_fixed_demo_clock_every_row_takes_0_seconds(self):
+        ticks = itertools.count()  # the runner's clock: a second a look, so no row takes 0 s
+        folder = os.path.join(temp_dir(self), "demo")
+        with mock.patch.dict(os.environ, {"SOURCE_DATE_EPOCH": "1700000000"}), \
+                mock.patch.object(regression, "time",
+                                  types.SimpleNamespace(monotonic=lambda: next(ticks))):
+            code, _, errors = quiet(regression.main, ["--demo", folder])
+        self.assertEqual(code, 1, errors)
+        rows = read_json(os.path.join(folder, "results.json"))["runs"]
+        self.assertEqual({row["seconds"] for row in rows}, {0.0})
 
 
 class DemoClientTest(unittest.TestCase):
