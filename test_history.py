@@ -341,6 +341,10 @@ class WhichRecordsCountTest(HistoryTest):
                 compare_runs.main(args)
             self.assertIn(words, usage.getvalue())
 
+    def test_names_sort_with_their_numbers_as_numbers(self):
+        self.assertEqual(sorted(["case-10", "case-2", "b", "case-1a", "A"], key=history.natural),
+                         ["A", "b", "case-1a", "case-2", "case-10"])
+
     def test_a_long_or_many_line_value_is_shown_on_one_cut_line(self):
         self.assertEqual(history.shown("a\nb"), "a\\nb")
         self.assertEqual(history.shown("x" * 12, limit=10), "x" * 10 + "...")
