@@ -341,6 +341,28 @@ class WhichRecordsCountTest(HistoryTest):
                 compare_runs.main(args)
             self.assertIn(words, usage.getvalue())
 
+    def test_only_our_own_history_json_is_replaced(self):
+        ours = self.path("ours.json")
+        record_path = self.record()
+        self.assertEqual(self.history(views=("--json", ours))[0], 0)  # a history JSON of ours
+        table = [(ours, None),
+                 (record_path, "it exists and is not a history JSON written by this tool"),
+                 (self.folder, "it is not a regular file; name a file"),
+                 (self.path("none/x.json"), "does not exist; create it")]
+        for path, problem in table:
+            with self.subTest(path=path):
+                found = history.output_problem(path, "json", [])
+                if problem is None:
+                    self.assertIsNone(found)
+                else:
+                    self.assertIn(problem, found)
+        with mock.patch.object(reports, "file_start",
+                               side_effect=PermissionError(13, "Permission denied")):
+            self.assertEqual(history.json_problem(ours), "Permission denied")
+        code, _, errors = quiet(history.main, ["--history", record_path, "--json", record_path])
+        self.assertEqual(code, 2)
+        self.assertIn("it is one of the records read", errors)
+
     def test_names_sort_with_their_numbers_as_numbers(self):
         self.assertEqual(sorted(["case-10", "case-2", "b", "case-1a", "A"], key=history.natural),
                          ["A", "b", "case-1a", "case-2", "case-10"])

@@ -184,6 +184,11 @@ class LoadRefusalsTest(unittest.TestCase):
             ("not JSON", write_text(self.path("bad.json"), "{"), "not valid JSON"),
             ("nested too deeply", write_text(self.path("deep.json"), "[" * 100000),
              "nested too deeply"),
+            ("a list", write_text(self.path("list.json"), "[]"), "is not a JSON object"),
+            ("no runs", write_text(self.path("noruns.json"), '{"config": {}}'),
+             "the record has no runs list"),
+            ("runs not a list", write_text(self.path("runs.json"), '{"runs": {}}'),
+             "the record has no runs list"),
         ]
         for name, path, words in table:
             with self.subTest(name):
