@@ -945,10 +945,9 @@ def write_views(history, args):
             raise OutputFailed(f"cannot write {flag} {path}: {exc.strerror or exc}") from None
 
 
-def parse_args(argv, prog="history.py"):
-    """(args, record files): a usage error or an output that may not be written
-    exits 2 with one line, before any record is read. prog: the script the user
-    ran (compare_runs.py --history, or history.py)."""
+def command_line(prog="history.py"):
+    """The parser: flags, their help and the exit codes. prog: the script the
+    user ran (compare_runs.py --history, or history.py)."""
     parser = Parser(prog=prog,
                     description="The history of saved runs: per (model, case) and model.",
                     epilog="Exit codes: 0 the history was shown (it never gates), 2 no record "
@@ -962,6 +961,13 @@ def parse_args(argv, prog="history.py"):
     parser.add_argument("--summary-md", metavar="FILE", help="append a Markdown view of at "
                         "most 65,535 characters (a PR comment), e.g. to $GITHUB_STEP_SUMMARY")
     parser.add_argument("--html", metavar="FILE", help="write one self-contained HTML page")
+    return parser
+
+
+def parse_args(argv, prog="history.py"):
+    """(args, record files): a usage error or an output that may not be written
+    exits 2 with one line, before any record is read."""
+    parser = command_line(prog)
     args = parser.parse_args(argv)
     paths, notes = record_paths(args.history)
     outputs = [(flag, path, kind) for flag, path, kind in (

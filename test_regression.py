@@ -2150,8 +2150,10 @@ class UsageBoundaryTest(Harness):
 
     def test_every_flag_says_what_it_does_and_names_its_value(self):
         import compare_runs
+        import history
 
-        for parser in (regression.command_line(), compare_runs.command_line()):
+        for parser in (regression.command_line(), compare_runs.command_line(),
+                       history.command_line()):
             self.assertTrue(parser.epilog.startswith("Exit codes: 0 "), parser.epilog)
             for action in parser._actions:
                 with self.subTest(parser.prog, flag=action.dest):
