@@ -293,6 +293,22 @@ def citation_facts(suite, case, url, returned):
             "primary": found is not None and found == case["cite"]}
 
 
+def unique_names(pairs):
+    """An object's members as a dict; ValueError when a name is given twice."""
+    members = dict(pairs)
+    if len(members) != len(pairs):
+        raise ValueError("a name is given twice in one object")
+    return members
+
+
+def parse_answer(text):
+    """The answer text as JSON data; ValueError when it does not parse, or when
+    an object names a member twice: JSON readers differ on which one counts
+    (this one would keep the last, another the first), so such an answer says
+    two things and is never judged as one of them."""
+    return json.loads(text, object_pairs_hook=unique_names)
+
+
 def shape_ok(suite, answer, expect=()):
     """Whether a parsed answer is an object with exactly the suite's fields, each
     of its kind. An enum field is a string; one the case expects (named in
@@ -334,7 +350,7 @@ def judge_answer(suite, case, raw, text):
     if not search_result_urls(raw):
         reasons.append("search_not_observed")
     try:
-        answer = json.loads(text)
+        answer = parse_answer(text)
     except (TypeError, ValueError, RecursionError):
         return reasons + ["invalid_json"]
     if not shape_ok(suite, answer, case["expect"]):

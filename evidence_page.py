@@ -303,7 +303,7 @@ def parse_answer(text):
     if not isinstance(text, str):
         return None
     try:
-        value = json.loads(text)
+        value = checker.parse_answer(text)
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None

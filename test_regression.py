@@ -146,6 +146,13 @@ class CheckTest(unittest.TestCase):
              ["search_not_observed", "citation_not_in_search_results"]),
             ("invalid_json", PAYMENT, raw_response([RFC9110]), "{not json", ["invalid_json"]),
             ("invalid_json for None", PAYMENT, raw_response([RFC9110]), None, ["invalid_json"]),
+            ("invalid_json for a name given twice, the safe value last", PAYMENT,
+             raw_response([RFC9110]),
+             '{"code": "unknown", "next_action": "wait_then_retry", "next_action": '
+             f'"verify_outcome", "source_urls": ["{RFC9110}"]}}', ["invalid_json"]),
+            ("invalid_json for a name given twice deeper", PAYMENT, raw_response([RFC9110]),
+             '{"code": "unknown", "next_action": "verify_outcome", "source_urls": '
+             f'["{RFC9110}"], "x": {{"a": 1, "a": 2}}}}', ["invalid_json"]),
             ("invalid_answer_shape extra key", PAYMENT, raw_response([RFC9110]),
              json.dumps({"code": "unknown", "next_action": "verify_outcome",
                          "source_urls": [RFC9110], "why": "x"}), ["invalid_answer_shape"]),
