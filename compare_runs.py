@@ -201,7 +201,25 @@ def parse_switch(text):
     old, sep, new = text.partition("=")
     if not sep or not old or not new:
         raise argparse.ArgumentTypeError(f"{one_line(text, 200)!r}: give OLD=NEW, two model names")
+    if old == new:
+        raise argparse.ArgumentTypeError(f"{one_line(text, 200)!r} names one model twice; give "
+                                         "the model before and the one after the switch")
     return old, new
+
+
+def shared_responses(before, after):
+    """Why two records are one run saved twice (they hold the same responses:
+    a copy, or a record resumed from another's file), or None. A regrade holds
+    its source's responses by design, and compares with it."""
+    shared = getattr(before, "response_ids", set()) & getattr(after, "response_ids", set())
+    if not shared or any(
+            isinstance(one.get("regraded_from"), dict)
+            and one["regraded_from"].get("created_at") == other.get("created_at")
+            for one, other in ((before, after), (after, before))):
+        return None
+    return (f"BEFORE and AFTER hold the same responses ({len(shared)}, e.g. "
+            f"{one_line(min(shared), 80)}): one run saved twice (a copy, or a record resumed "
+            "from another's file), not two runs; compare two separate runs")
 
 
 def finish_hint(problem, path, run):
@@ -436,7 +454,8 @@ def comparison(before, after, switches=(), paths=None):
         except ValueError as exc:
             raise UserError(f"{path}: {exc}{finish_hint(exc, path, run)}") from None
     evidence = (before.get("evidence", "live"), after.get("evidence", "live"))
-    problem = (suite_problem(before, after) or config_problem(before, after, switches, paths)
+    problem = ((before is not after and shared_responses(before, after))
+               or suite_problem(before, after) or config_problem(before, after, switches, paths)
                or (evidence[0] != evidence[1] and f"evidence differs ({shown(evidence[0])} vs "
                    f"{shown(evidence[1])}); compare live runs with live runs"))
     if problem:  # named with the files it is about, whichever line of the output is read

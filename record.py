@@ -392,6 +392,7 @@ class Judged(dict):
         super().__init__(fields)
         self.rows, self.sha256, self.first_error = rows, sha256, first_error
         self.whole = False  # read whole (not in this runner's layout): full_rows does too
+        self.response_ids = frozenset()  # the responses its rows hold, by id
 
     def check(self, complete=True, errors=False):
         """The rows, or the ValueError validate_record would raise for this file."""
@@ -439,6 +440,7 @@ def load_from(path, keep, whole):
             raise UserError(problem)
         judged = Judged({**fields, "runs": kept}, rows, digest.hexdigest(), first_error)
         judged.whole = whole or not isinstance(runs, Rows)
+        judged.response_ids = frozenset(receipts)  # what shows one run saved twice
         return judged
 
 

@@ -8,6 +8,7 @@ import contextlib
 import copy
 import importlib.util
 import io
+import itertools
 import json
 import os
 import random
@@ -30,6 +31,7 @@ MODEL = "offline/model"
 CREATED = "2026-03-01T12:00:00+00:00"
 CASE_IDS = [case["id"] for case in regression.CASES]
 CASES_BY_ID = {case["id"]: case for case in regression.CASES}
+RESPONSE_SERIAL = itertools.count(1)  # every fixture response its own id
 SCRIPT = os.path.join(HERE, "compare_runs.py")
 
 
@@ -46,16 +48,18 @@ def answer_of(case, reasons):
 
 
 def make_row(model, case_id, repeat, reasons=(), case=None):
-    """A row as the runner saves it: its verdict follows from its saved response."""
+    """A row as the runner saves it: its verdict follows from its saved response,
+    whose id is its own (as the API's are: two runs never share one)."""
+    serial = next(RESPONSE_SERIAL)
     case = case or CASES_BY_ID.get(case_id) or {"id": case_id, **CASES_BY_ID["rate-limit"]}
     text, url = answer_of(case, reasons), f"https://www.rfc-editor.org/rfc/{case['rfc']}"
     if model.startswith(checker.CHAT_PREFIX):
-        response = {"id": f"chat_{case_id}_{repeat}", "model": model[len(checker.CHAT_PREFIX):],
+        response = {"id": f"chat_{case_id}_{repeat}_{serial}", "model": model[len(checker.CHAT_PREFIX):],
                     "choices": [
             {"finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
             "search_results": [{"url": url}], "usage": {"cost": {"total_cost": 0.0042}}}
     else:
-        response = {"id": f"resp_{model}_{case_id}_{repeat}", "model": model,
+        response = {"id": f"resp_{model}_{case_id}_{repeat}_{serial}", "model": model,
                     "status": "completed", "output": [
             {"type": "search_results", "results": [{"url": url}]},
             {"type": "message", "role": "assistant",
@@ -762,6 +766,32 @@ class CliTest(Files, unittest.TestCase):
                 self.assertEqual(code, 2)
                 self.assertTrue(output.startswith("NOT_COMPARABLE: BEFORE and AFTER are the "
                                                   "same record"), output)
+
+    def test_one_run_saved_twice_is_not_comparable(self):
+        original = record()
+        table = [("created_at edited", {**original, "created_at": "2026-03-02T12:00:00+00:00"}),
+                 ("resumed copy", {**original, "execution": {"resumed": 1}})]
+        path = self.write("a.json", original)
+        for name, copy_ in table:
+            with self.subTest(name):
+                code, output, _ = self.main(path, self.write("copy.json", copy_))
+                self.assertEqual(code, 2)
+                self.assertIn("BEFORE and AFTER hold the same responses (4, e.g. resp_", output)
+                self.assertIn("one run saved twice", output)
+
+    def test_a_record_and_its_regrade_compare(self):
+        original = record()
+        regraded = {**copy.deepcopy(original), "created_at": "2026-03-02T12:00:00+00:00",
+                    "regraded_from": {"path": "a.json", "created_at": original["created_at"],
+                                      "code_sha256": "a" * 64, "checker_sha256": "b" * 64}}
+        code, output, _ = self.main(self.write("a.json", original),
+                                    self.write("r.json", regraded))
+        self.assertEqual(code, 0, output)
+
+    def test_a_switch_to_the_same_model_is_a_usage_error(self):
+        path = self.write("a.json", record())
+        self.assertIn(f"'{MODEL}={MODEL}' names one model twice",
+                      self.usage_error(path, "--switch", f"{MODEL}={MODEL}"))
 
     def test_exit_1_for_a_new_failure(self):
         before = self.write("b.json", record())

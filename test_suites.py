@@ -397,8 +397,12 @@ class SuiteRunTest(Harness):
     unsafe_models = ("offline/hasty",)
 
     def use(self, path):
+        """A new simulated API answering the suite at path, its ids its own (as
+        two servers' are): records made before and after it share none."""
         suite = suites.read_suite(path)
+        used = getattr(self, "servers", 0) + 1
         self.state = simulated_api.new_state(suite, unsafe_models=self.unsafe_models)
+        self.state["id_prefix"], self.servers = f"server{used}", used
         return suite
 
     def test_the_http_suite_file_sends_the_built_in_requests_and_gives_its_verdicts(self):
@@ -544,10 +548,11 @@ class SuiteRunTest(Harness):
         self.assertEqual(code, 0, output + errors)
 
     def test_a_record_made_before_suites_reads_as_the_built_in_suite(self):
-        self.main("--models", "m1")
-        saved = self.record()
+        self.main("--models", "m1", "--out", self.path("first.json"), out=False)
+        saved = self.record(self.path("first.json"))
         del saved["suite"], saved["suite_sha256"]
         old = self.write("old.json", json.dumps(saved))
+        self.main("--models", "m1")  # a later run, of the built-in suite
         code, output, errors = quiet(compare_runs.main, [old, self.out])
         self.assertEqual(code, 0, output + errors)
 
