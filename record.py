@@ -82,6 +82,13 @@ def dumps(value, **options):
     return json.dumps(value, allow_nan=False, **options)
 
 
+def standard_json(text):
+    """JSON data as the runner holds it: NaN and Infinity, which standard JSON
+    lacks (a record of another writer may hold them), read as the strings this
+    runner saves them as, so nothing read can stop a record from being written."""
+    return json.loads(text, parse_constant=str)
+
+
 def validate_cases(data, source):
     """Cases from a --cases file or a record's config, or ValueError naming the field."""
     if isinstance(data, dict) and set(data) == {"cases"}:
@@ -678,7 +685,7 @@ class Rows:
             if line in (b"],\n", b"]\n"):
                 return
             try:
-                yield json.loads(line.rstrip(b"\n").removesuffix(b","))
+                yield standard_json(line.rstrip(b"\n").removesuffix(b","))
             except (ValueError, RecursionError):
                 # Valid JSON laid out otherwise, or no JSON at all: the whole-file
                 # reader decides, and names the position in the file.
@@ -689,7 +696,7 @@ class Rows:
 def member(line):
     """The one top-level member on a line of this runner's layout, or None."""
     try:
-        value = json.loads(b"{" + line.rstrip(b"\n").removesuffix(b",") + b"}")
+        value = standard_json(b"{" + line.rstrip(b"\n").removesuffix(b",") + b"}")
     except (ValueError, RecursionError):
         return None
     return value if len(value) == 1 and "runs" not in value else None
@@ -765,7 +772,7 @@ def open_rows(path, whole=False):
                 data = handle.read(MAX_RECORD_BYTES + 1)
                 digest = hashlib.sha256(data)
                 try:
-                    whole = json.loads(data)
+                    whole = standard_json(data)
                 except (ValueError, RecursionError) as exc:
                     reason = "nested too deeply" if isinstance(exc, RecursionError) else exc
                     raise UserError(f"{path} is not valid JSON ({reason})") from None

@@ -1239,6 +1239,22 @@ class TrustTest(Harness):
         self.assertEqual(saved["runs"][0]["response"]["usage"]["cost"]["total_cost"], "NaN")
         self.assertIsNone(saved["runs"][0]["cost_usd"])
 
+    def test_a_record_of_another_writer_holding_nan_is_read_and_rewritten(self):
+        self.main()
+        saved = self.record()
+        saved["checker_sha256"] = "0" * 64  # another runner's record, judged again here
+        saved["created_at"] = float("nan")  # json.dump writes NaN and Infinity as is
+        saved["runs"][0]["response"]["usage"]["cost"]["total_cost"] = float("inf")
+        other = self.write("other.json", json.dumps(saved))
+        code, _, errors = self.main("--regrade", other, "--out", self.path("re.json"),
+                                    out=False)
+        self.assertEqual(code, 0, errors)  # a verdict, not a crash
+        regraded = json.loads(read_text(self.path("re.json")),
+                              parse_constant=lambda constant: self.fail(constant))
+        self.assertEqual(regraded["regraded_from"]["created_at"], "NaN")
+        self.assertEqual(regraded["runs"][0]["response"]["usage"]["cost"]["total_cost"],
+                         "Infinity")
+
     def test_control_characters_in_an_answer_are_escaped_in_every_view(self):
         original = simulated_api.answer_for
         hostile = "\x1b[2J\x00<b>\x07\ufffe\uffff"
@@ -2253,6 +2269,19 @@ class CrashExitTest(unittest.TestCase):
         self.assertEqual(len(saved), 1)
         self.assertIn(f"the traceback is in {saved[0]}: please report it", errors)
         self.assertNotIn(KEY, read_text(saved[0]))
+
+    def test_crashes_within_one_second_each_keep_their_own_report(self):
+        import vocabulary
+
+        folder, epoch = temp_dir(self), time.gmtime(0)
+        with mock.patch.object(vocabulary.time, "gmtime", lambda: epoch):
+            paths = [vocabulary.crash_report("regression.py", folder, f"crash {n}")
+                     for n in range(3)]
+        self.assertEqual([os.path.basename(path) for path in paths],
+                         ["regression.py-crash-19700101T000000.txt",
+                          "regression.py-crash-19700101T000000-2.txt",
+                          "regression.py-crash-19700101T000000-3.txt"])
+        self.assertEqual([read_text(path) for path in paths], ["crash 0", "crash 1", "crash 2"])
 
 
 class RowLineTest(unittest.TestCase):

@@ -72,20 +72,29 @@ class UserError(ValueError):
 
 
 CRASH_NAME = "{script}-crash-{stamp}.txt"  # beside the record; a bug report, 0600
+CRASH_NAMES = 100  # names tried for crash reports of one second before giving up
 
 
 def crash_report(script, folder, text):
     """Write a crash's traceback (key redacted by the caller) into a new 0600 file in
     folder (the current one when None); its path, or None when it cannot be written."""
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    path = os.path.join(folder or ".", CRASH_NAME.format(script=script, stamp=stamp))
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-    except OSError:
-        return None
-    return path
+    for number in range(CRASH_NAMES):  # two crashes in one second: -2, -3...
+        name = CRASH_NAME.format(script=script, stamp=stamp + (f"-{number + 1}" if number else ""))
+        path = os.path.join(folder or ".", name)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            continue
+        except OSError:
+            return None
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError:
+            return None
+        return path
+    return None
 
 
 def fisher_drop(before_good, before_runs, after_good, after_runs):
