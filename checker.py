@@ -652,7 +652,9 @@ class Tally:
         counts["total"] += 1
         counts["passed"] += passed
         case = counts["cases"].get(row.get("case_id"))
-        if case is not None:
+        if case is not None and row.get("error"):
+            case["no_verdict"] = case.get("no_verdict", 0) + 1  # not a run of the case
+        elif case is not None:
             case["runs"] += 1
             case["passed"] += passed
         if row.get("cost_usd") is None:
@@ -797,6 +799,7 @@ def pass_rate_lines(result):
         f"pass rates {model}: " + ", ".join(
             f"{case_id} {rate['passed']}/{rate['runs']}" + (" FLAKY" if rate["flaky"] else "")
             + f" {bound_text(rate['lower_bound'], rate['confidence'])}"
+            + (f" ({rate['no_verdict']} no verdict)" if rate.get("no_verdict") else "")
             for case_id, rate in counts["cases"].items())
         for model, counts in result["models"].items()
     ]

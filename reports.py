@@ -190,7 +190,8 @@ def run_markdown(title, result, rows, cases, verdict):
             reasons = sorted({reason for row in by_model[model]
                               if row.get("case_id") == case["id"]
                               for reason in row.get("reasons") or []})
-            text = pass_rate(rate["passed"], rate["runs"])
+            text = ("no verdict" if not rate["runs"] and rate.get("no_verdict")
+                    else pass_rate(rate["passed"], rate["runs"]))
             if rate.get("flaky"):
                 text += " FLAKY"
             if rate["runs"] and "lower_bound" in rate:

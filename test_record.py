@@ -583,6 +583,20 @@ class CheckerRulesTest(unittest.TestCase):
                                "passed": passed, "error": None})
                 self.assertEqual(tally.summary()["complete"], complete)
 
+    def test_a_row_with_no_verdict_is_no_run_of_its_case(self):
+        tally = checker.Tally(["m/x"], 2, [self.CASE])
+        tally.add({"model": "m/x", "case_id": self.CASE["id"], "repeat": 0, "passed": True,
+                   "error": None, "cost_usd": "0.1"})
+        tally.add({"model": "m/x", "case_id": self.CASE["id"], "repeat": 1, "passed": False,
+                   "error": "BatchExpired", "reasons": ["execution_error"], "cost_usd": None})
+        summary = tally.summary()
+        case = summary["models"]["m/x"]["cases"][self.CASE["id"]]
+        self.assertEqual((case["passed"], case["runs"], case["no_verdict"], case["flaky"]),
+                         (1, 1, 1, False))
+        self.assertEqual((summary["models"]["m/x"]["total"], summary["exit_code"]), (2, 2))
+        self.assertIn(f"{self.CASE['id']} 1/1 pass rate >= 5.0 % (95 %) (1 no verdict)",
+                      checker.pass_rate_lines(summary)[0])
+
     def test_only_search_results_items_are_receipts(self):
         url = "https://www.rfc-editor.org/rfc/rfc9110"
         for item, found in (({"type": "search_results", "results": [{"url": url}]}, [url]),

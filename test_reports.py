@@ -331,9 +331,12 @@ class MarkdownTextTest(unittest.TestCase):
     def test_the_grid_shows_flaky_and_unrun_cases(self):
         result = {"models": {"m": {"passed": 1, "total": 2, "qualified": False,
                                    "reported_cost_usd": None,
-                                   "cases": {"c": {"passed": 1, "runs": 2, "flaky": True}}}}}
-        text = reports.run_markdown("Run", result, [], [{"id": "c"}, {"id": "d"}], "FAIL")
-        table = [("c", "| c | 1/2 FLAKY |"), ("d", "| d | not run |")]  # d: not in the result
+                                   "cases": {"c": {"passed": 1, "runs": 2, "flaky": True},
+                                             "e": {"passed": 0, "runs": 0, "no_verdict": 1}}}}}
+        text = reports.run_markdown("Run", result, [],
+                                    [{"id": "c"}, {"id": "d"}, {"id": "e"}], "FAIL")
+        table = [("c", "| c | 1/2 FLAKY |"), ("d", "| d | not run |"),  # d: not in the result
+                 ("e", "| e | no verdict |")]
         for case_id, line in table:
             with self.subTest(case=case_id):
                 self.assertIn("\n" + line + "\n", text)
