@@ -187,6 +187,7 @@ ULP_STEPS = 1000  # steps of one ulp down to the root's lower side, at most
 # A dated snapshot of a model (gpt-5.6-sol-2026-08-14, claude-sonnet-4-6@20261001)
 # is the model asked for: the router names the snapshot it used.
 SNAPSHOT = re.compile(r"(?:[-@_](?:20[0-9]{2}-?[01][0-9]-?[0-3][0-9]|latest))$")
+DATED = re.compile(r"[-@_](20[0-9]{2}-?[01][0-9]-?[0-3][0-9])$")  # a snapshot's date
 
 # --------------------------------------------------------------------------
 # Judging one answer: data in, reasons out.
@@ -477,13 +478,16 @@ def same_model(asked, answered):
 
     Case does not matter; a dated snapshot suffix or "-latest" is the same
     model; a name without the provider ("gpt-5.6-sol") matches the asked
-    name's last part; for chat:X the asked model is X.
+    name's last part; for chat:X the asked model is X. A snapshot asked for
+    by its date is pinned: an answer naming another date is another model.
     """
-    def plain(name):
-        return SNAPSHOT.sub("", name.strip().lower())
-
-    asked = plain(asked[len(CHAT_PREFIX):] if asked.startswith(CHAT_PREFIX) else asked)
-    answered = plain(answered)
+    asked = (asked[len(CHAT_PREFIX):] if asked.startswith(CHAT_PREFIX) else asked).strip().lower()
+    answered = answered.strip().lower()
+    dates = [DATED.search(name) for name in (asked, answered)]
+    if dates[0] and dates[1] and dates[0].group(1).replace("-", "") != dates[1].group(
+            1).replace("-", ""):
+        return False
+    asked, answered = SNAPSHOT.sub("", asked), SNAPSHOT.sub("", answered)
     return answered == asked or ("/" not in answered and answered == asked.rsplit("/", 1)[-1])
 
 

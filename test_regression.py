@@ -1833,12 +1833,17 @@ class SmallThingsTest(Harness):
                              ("openai/gpt-5.6-sol", "openai/gpt-5.6-sol-2026-08-14"),
                              ("openai/gpt-5.6-sol", "gpt-5.6-sol"),
                              ("anthropic/claude-sonnet-4-6", "claude-sonnet-4-6@20261001"),
+                             ("openai/gpt-5.6-sol-2026-08-14", "openai/gpt-5.6-sol-20260814"),
+                             ("openai/gpt-5.6-sol-2026-08-14", "openai/gpt-5.6-sol"),
                              ("chat:sonar-pro", "sonar-pro")):
             with self.subTest(named):
                 self.assertTrue(checker.same_model(asked, named))
         for asked, named in (("openai/gpt-5.6-sol", "openai/gpt-5.6-mini"),
                              ("openai/gpt-5.6-sol", "other/gpt-5.6-sol"),
-                             ("chat:sonar-pro", "sonar")):
+                             ("chat:sonar-pro", "sonar"),
+                             ("openai/gpt-5.6-sol-2026-08-14", "openai/gpt-5.6-sol-2024-01-01"),
+                             ("anthropic/claude-sonnet-4-6@20261001",
+                              "claude-sonnet-4-6@20250101")):
             with self.subTest(named):
                 self.assertFalse(checker.same_model(asked, named))
 
