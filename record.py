@@ -317,7 +317,7 @@ def judged_rows(record, runs, errors=False):
             what = ("has a verdict but no saved response to derive it from"
                     if row["response"] is None else
                     f"its saved {edited} does not match its saved response "
-                    f"({shown_reasons(row, judged)})")
+                    f"({shown_difference(edited, row, judged)})")
             raise UserError(f"{where}: {what}; the record was edited after it was saved: "
                              "use the original file, or start a new run")
         if judged["error"] and not errors:
@@ -596,11 +596,16 @@ def validate_batch(record, planned):
     return {"parts": kept}
 
 
-def shown_reasons(saved, judged):
-    """The saved and the derived verdict of a row, short enough for one line."""
-    def short(reasons):
-        return ",".join(str(r)[:40] for r in reasons[:4]) or "pass"
-    return f"saved: {short(saved['reasons'])}; its response proves: {short(judged['reasons'])}"
+def shown_difference(name, saved, judged):
+    """A row's saved and derived value of one judged field, short enough for
+    one line: a verdict as its reasons (or pass), any other value as JSON."""
+    def short(value):
+        if name in ("reasons", "passed"):
+            reasons = value["reasons"] if isinstance(value["reasons"], list) else []
+            return ",".join(str(r)[:40] for r in reasons[:4]) or "pass"
+        text = json.dumps(value.get(name), ensure_ascii=False)
+        return text if len(text) <= 60 else text[:59] + "…"
+    return f"saved: {short(saved)}; its response proves: {short(judged)}"
 
 
 def evidence_notes(record, rows, name):

@@ -445,9 +445,18 @@ class RowRulesTest(unittest.TestCase):
             with self.subTest(value=value):
                 self.assertEqual(record.saved_id(value), ok)
 
-    def test_shown_reasons_says_pass_for_none(self):
-        self.assertEqual(record.shown_reasons({"reasons": []}, {"reasons": ["a", "b"]}),
-                         "saved: pass; its response proves: a,b")
+    def test_a_difference_is_shown_in_the_field_that_differs(self):
+        table = [("reasons", {"reasons": []}, {"reasons": ["a", "b"]},
+                  "saved: pass; its response proves: a,b"),
+                 ("passed", {"reasons": ["x"], "passed": False}, {"reasons": [], "passed": True},
+                  "saved: x; its response proves: pass"),
+                 ("cost_usd", {"cost_usd": "0.5"}, {"cost_usd": None},
+                  'saved: "0.5"; its response proves: null'),
+                 ("answer_text", {"answer_text": "y" * 80}, {"answer_text": "z"},
+                  'saved: "' + "y" * 58 + '…; its response proves: "z"')]
+        for name, saved, judged, words in table:
+            with self.subTest(name):
+                self.assertEqual(record.shown_difference(name, saved, judged), words)
 
 
 class PendingTest(unittest.TestCase):
