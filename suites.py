@@ -239,7 +239,6 @@ def validate_suite(data, source):
             isinstance(m, str) and m.strip() == m and m and m.isprintable()
             and len(m) <= 200 for m in models) or len(set(models)) != len(models)):
         raise SuiteError(f"{source}: models must be a non-empty list of distinct model names")
-
     schema_name = data.get("schema_name", DEFAULT_SCHEMA_NAME)
     if not isinstance(schema_name, str) or not SCHEMA_NAME.fullmatch(schema_name):
         raise SuiteError(f"{source}: schema_name must be 1..64 letters, digits, _ or -")
