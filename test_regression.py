@@ -313,6 +313,7 @@ class SummaryTest(unittest.TestCase):
             ("extra model", rows + [row("c", "rate-limit", 0)]),
             ("extra repeat", rows + [row("a", "rate-limit", 1)]),
             ("repeats from 1", [dict(r, repeat=1) for r in rows]),
+            ("a repeat that is no number", rows + [dict(rows[0], repeat=[0])]),
             ("none", []),
         ]
         for name, candidate in table:
@@ -321,6 +322,18 @@ class SummaryTest(unittest.TestCase):
                 self.assertFalse(result["complete"])
                 self.assertEqual(result["exit_code"], 2)
                 self.assertFalse(any(m["qualified"] for m in result["models"].values()))
+
+    def test_the_verdict_line_names_who_qualified_and_who_did_not(self):
+        models = ["a", "b", "c", "d"]
+        rows = [r if r["model"] not in ("c", "d") or r["case_id"] != "rate-limit"
+                else row(r["model"], "rate-limit", 0, passed=False)
+                for r in full_rows(models, 1)]
+        self.assertEqual(checker.verdict_line(regression.summary(rows, models, 1)),
+                         "REGRESSION; qualified: a, b; not qualified: c (3/4 passed), "
+                         "d (3/4 passed)")
+        self.assertEqual(checker.verdict_line(regression.summary(full_rows(self.models, 1),
+                                                                 self.models, 1)),
+                         "QUALIFIED: every model")
 
     def test_costs_sum_as_decimals_and_unknown_cost_makes_total_unknown(self):
         rows = full_rows(["a"], 1)
