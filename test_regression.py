@@ -323,6 +323,20 @@ class SummaryTest(unittest.TestCase):
                 self.assertEqual(result["exit_code"], 2)
                 self.assertFalse(any(m["qualified"] for m in result["models"].values()))
 
+    def test_a_saved_response_without_an_answer_gives_its_row_no_verdict(self):
+        response = {**raw_response([RFC9110]), "model": "other/model"}
+        response["output"] = response["output"][:1]  # the message item gone
+        saved = {"model": "a/b", "case_id": PAYMENT["id"], "repeat": 0, "error": None,
+                 "response": response, "answer_text": "{}", "answered_model": None,
+                 "cost_usd": None, "reasons": [], "passed": True}
+        judged = checker.derived(PAYMENT, saved)
+        self.assertEqual({key: judged[key] for key in ("error", "answer_text", "answered_model",
+                                                        "cost_usd", "reasons", "passed")},
+                         {"error": checker.NO_ANSWER, "answer_text": None,
+                          "answered_model": "other/model", "cost_usd": "0.0042",
+                          "reasons": ["execution_error"], "passed": False})
+        self.assertIn("resume the record to send it again", judged["error_message"])
+
     def test_the_verdict_line_names_who_qualified_and_who_did_not(self):
         models = ["a", "b", "c", "d"]
         rows = [r if r["model"] not in ("c", "d") or r["case_id"] != "rate-limit"
