@@ -857,6 +857,20 @@ class ResumeTest(Harness):
         self.assertEqual(record["execution"]["resumed"], 1)
         self.assertEqual(os.listdir(self.folder), ["r.json"])
 
+    def test_each_resume_is_counted_and_a_count_that_is_no_number_starts_again(self):
+        self.main("--out", self.out)
+        for saved_count, counted in ((None, 1), (1, 2), ("x", 1), (True, 1)):
+            with self.subTest(saved=saved_count):
+                saved = read_json(self.out)
+                saved["execution"].pop("resumed", None)
+                if saved_count is not None:
+                    saved["execution"]["resumed"] = saved_count
+                os.chmod(self.out, 0o600)
+                write_text(self.out, json.dumps(saved))
+                code, _, errors = self.main("--resume", self.out)
+                self.assertEqual(code, 0, errors)
+                self.assertEqual(read_json(self.out)["execution"]["resumed"], counted)
+
     def test_resume_keeps_good_rows_without_sending_them_again(self):
         self.main("--out", self.out)
         record = read_json(self.out)
