@@ -597,6 +597,13 @@ class SwitchTest(Files, unittest.TestCase):
                                 capture_output=True, text=True, timeout=120, env=clean_env())
         self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
 
+    def test_models_differ_without_switch_prints_the_switch_to_give(self):
+        before, after = self.pair()
+        code, output, _ = self.main(before, after)
+        self.assertEqual(code, 2)
+        self.assertIn("--switch OLD=NEW, e.g. ", output)
+        self.assertTrue(output.strip().endswith(f"--switch {self.OLD}={self.NEW}"), output)
+
     def test_a_model_missing_from_its_side_is_not_comparable(self):
         before, after = self.pair()
         for switch, missing in [(f"other={self.NEW}", "model other is not in BEFORE's"),
