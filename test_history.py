@@ -527,6 +527,15 @@ class PureViewTest(unittest.TestCase):
         self.assertEqual(chart.count("<rect"), 1)
 
 
+    def test_each_bar_has_the_colour_of_its_pass_rate(self):
+        chart = history.rate_chart([
+            {"number": 1, "path": "a", "passed": 2, "failed": 0},
+            {"number": 2, "path": "b", "passed": 1, "failed": 1},
+            {"number": 3, "path": "c", "passed": 0, "failed": 2}])
+        self.assertEqual(re.findall(r'fill="(#[0-9a-f]{6})"><title>', chart),
+                         ["#1a7f37", "#9a6700", "#cf222e"])
+
+
 class DocTest(unittest.TestCase):
     """docs/history.md: its recipe is pinned and minimal, its prune step runs."""
 

@@ -632,6 +632,33 @@ class PublishedToolTest(unittest.TestCase):
             "filters": {"search_domain_filter": ["rfc-editor.org"]}})
 
 
+class SmallRulesTest(unittest.TestCase):
+    def test_a_proof_plan_holds_numbers_only(self):
+        plan = {"rate": 0.05, "confidence": 0.95, "repeats": 1, "allow_failures": 0}
+        self.assertIsNone(record.prove_problem(plan, 1))
+        for name in plan:
+            with self.subTest(name), self.assertRaises(ValueError):
+                record.prove_problem({**plan, name: True}, 1)
+
+    def test_pending_receipts_without_an_id_share_nothing(self):
+        pending = {"0": {"id": None}, "1": {"id": None}, "2": {"id": "resp_2"}}
+        self.assertIsNone(record.shared_receipt(pending, {}))
+        self.assertIn("hold the same response id 'resp_2'", record.shared_receipt(
+            {**pending, "3": {"id": "resp_2"}}, {}))
+
+    def test_a_key_is_shown_with_each_part_cut_to_80_characters(self):
+        self.assertEqual(record.shown_key(("m" * 81, "c", 0)), "m" * 80 + " c 0")
+
+    def test_bounds_are_stated_at_the_proofs_confidence_else_the_runs(self):
+        table = [({"prove": {"confidence": 0.9}}, {"confidence": 0.8}, 0.9),
+                 ({}, {"confidence": 0.8}, 0.8), ({}, None, checker.CONFIDENCE),
+                 ({}, {"confidence": 1.5}, checker.CONFIDENCE)]
+        for config, execution, confidence in table:
+            with self.subTest(config=config, execution=execution):
+                self.assertEqual(record.confidence_of({"config": config,
+                                                        "execution": execution}), confidence)
+
+
 class CoverageTest(unittest.TestCase):
     CASE = checker.CASES[0]
     CONFIG = {"models": ["m/x"], "cases": [CASE], "repeats": 2,
