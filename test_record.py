@@ -56,6 +56,17 @@ class RecordFileTest(unittest.TestCase):
             self.assertEqual(now["summary"], {"n": step})
             self.assertEqual([r["i"] for r in now["runs"]], sorted([2, 0, 3, 1, 4][:step]))
 
+    def test_rows_waiting_within_their_byte_limit_wait_in_order(self):
+        row = {"i": "x" * 100}
+        size = len(record.dumps(row).encode())
+        with mock.patch.object(record, "PENDING_BYTES", 2 * size):  # exactly two may wait
+            saved = self.create()
+            saved.add(2, row)
+            saved.add(1, row)
+            self.assertFalse(saved.unordered)
+            saved.add(3, row)  # a third passes the limit: written as they finished
+            self.assertTrue(saved.unordered)
+
     def test_a_saved_row_is_not_kept_in_memory_once_both_slots_hold_it(self):
         saved = self.create()
         for index in range(6):
@@ -192,10 +203,12 @@ class LoadRefusalsTest(unittest.TestCase):
         ]
         for name, path, words in table:
             with self.subTest(name):
+                open_before = len(os.listdir("/proc/self/fd"))
                 with self.assertRaises(ValueError) as raised:
                     record.load(path)
                 self.assertIn(words, str(raised.exception))
                 self.assertNotIn("\n", str(raised.exception))
+                self.assertEqual(len(os.listdir("/proc/self/fd")), open_before)  # none left
 
 
 class ValidateRecordTest(unittest.TestCase):
