@@ -2343,6 +2343,28 @@ class RowLineTest(unittest.TestCase):
                 self.assertEqual(self.line(cost_usd=cost), words)
 
 
+class DumpResponseTest(unittest.TestCase):
+    def test_a_response_is_saved_as_the_api_sent_it_without_nulls(self):
+        client = simulated_api.sdk_client(simulated_api.new_state(regression.CASES))
+        response = client.responses.create(model=regression.MODELS[0], input=PAYMENT["question"])
+        self.assertIsNone(response.error)  # the SDK model has fields the API left out
+        dumped = wire.dump_response(response)
+
+        def values(data):
+            if isinstance(data, dict):
+                for value in data.values():
+                    yield from values(value)
+            elif isinstance(data, list):
+                for value in data:
+                    yield from values(value)
+            else:
+                yield data
+
+        self.assertNotIn(None, list(values(dumped)))
+        self.assertEqual(dumped["id"], response.id)
+        json.dumps(dumped, allow_nan=False)  # plain JSON data
+
+
 class WirePureTest(unittest.TestCase):
     def test_only_a_status_outside_the_final_ones_is_still_running(self):
         for response, running in (({"status": "queued"}, True), ({"status": "in_progress"}, True),
