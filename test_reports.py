@@ -429,6 +429,14 @@ class OutputProblemTest(unittest.TestCase):
                 self.assertEqual(len(problem.splitlines()), 1)
                 self.assertTrue(problem.endswith(("file", "path")), problem)
 
+    def test_a_fifo_or_a_device_is_refused(self):
+        os.mkfifo(self.path("pipe.xml"))
+        for path in (self.path("pipe.xml"), "/dev/null"):
+            for kind in ("junit", "markdown", "html"):
+                with self.subTest(path=path, kind=kind):
+                    self.assertEqual(reports.output_problem(path, kind),
+                                     "it is not a regular file")
+
     def test_new_empty_and_own_files_are_accepted(self):
         junit = reports.junit_xml({}, [], [])
         page = evidence_page.run_page({}, lambda url: None)
