@@ -3,7 +3,7 @@
     python -W error run_tests.py [--workers N] [-v] MODULE...
 
 make test and make test-fast use it. The modules, and the SDK they import
-(about 1.5 s of CPU), are loaded once; then N workers are forked from this
+(about 1 s of CPU), are loaded once; then N workers are forked from this
 process and take the tests one at a time from a shared counter, the slow ones
 first, so a worker that drew short tests takes more of them and both cores stay
 busy to the end. Each worker reports in full (its own unittest report, -v for a

@@ -604,6 +604,15 @@ class SwitchTest(Files, unittest.TestCase):
         self.assertIn("--switch OLD=NEW, e.g. ", output)
         self.assertTrue(output.strip().endswith(f"--switch {self.OLD}={self.NEW}"), output)
 
+    def test_models_instructions_and_chat_request_may_all_differ_in_a_switch(self):
+        before, after = self.pair()
+        edited = read_json(after)
+        edited["config"]["instructions"] += "\nBe brief."
+        write_text(after, json.dumps(edited))
+        code, output, _ = self.main(before, after)
+        self.assertEqual(code, 2)
+        self.assertIn("configs differ in models; to judge a model switch give --switch", output)
+
     def test_a_model_missing_from_its_side_is_not_comparable(self):
         before, after = self.pair()
         for switch, missing in [(f"other={self.NEW}", "model other is not in BEFORE's"),

@@ -121,7 +121,7 @@ def in_process(script, *args, env, cwd=None):
     environment and cwd as the folder: a CompletedProcess, as cli() gives.
 
     For a test whose subject is the real SDK over real HTTP, not the process: a
-    fresh interpreter costs 1.5 s of CPU, most of it loading the SDK. Signals,
+    fresh interpreter costs about 1 s of CPU, most of it loading the SDK. Signals,
     closed streams, start-up and the printed commands keep real processes.
     """
     module = importlib.import_module(script.removesuffix(".py"))
@@ -160,7 +160,7 @@ def run_warm(test, script, *args, env, timeout=120):
 
 # --------------------------------------------------------------------------
 # The warm interpreter: popen() forks a run from an interpreter that loaded
-# the SDK once, instead of starting a new one (1.5 s of CPU each). The run is a
+# the SDK once, instead of starting a new one (about 1 s of CPU each). The run is a
 # real process, its own pid, signals and pipes, running the script as __main__
 # with its own argv, environment and folder. What it shares with the others is
 # what the interpreter did before the script, so a run goes to an interpreter
