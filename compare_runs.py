@@ -61,6 +61,7 @@ if sys.version_info < (3, 11):
 import argparse
 import datetime
 import difflib
+import hashlib
 import os
 import re
 import shlex
@@ -610,6 +611,8 @@ def demo_record(created_at, unsafe_models):
     import simulated_api
 
     state = simulated_api.new_state(regression.CASES, unsafe_models=unsafe_models)
+    # Ids of this record alone, as two live runs' are: the pair is two runs, not one saved twice.
+    state["id_prefix"] = hashlib.sha256(created_at.encode()).hexdigest()[:8]
     with simulated_api.sdk_client(state) as client:
         # derived() adds the answering model, as the runner's own rows have it.
         rows = [checker.derived(case, {"repeat": 0,

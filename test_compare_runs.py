@@ -1086,6 +1086,7 @@ class CompareFuzzTest(unittest.TestCase):
         self.folder = temp_dir(self)
         self.good = make_record()
         self.good_path = self.write("good.json", json.dumps(self.good))
+        self.later = make_record()  # another run of the same config: the files mutated
 
     def write(self, name, text):
         path = os.path.join(self.folder, name)
@@ -1181,7 +1182,7 @@ class CompareFuzzTest(unittest.TestCase):
 
         outcomes = {0: 0, 1: 0, 2: 0}
         for number in range(300):
-            record = json.loads(json.dumps(self.good))
+            record = json.loads(json.dumps(self.later))
             kind = rng.choice([breaking, breaking, harmless, truncated])
             text = kind(record)
             if rng.random() < 0.1:  # a few stray bytes anywhere

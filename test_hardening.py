@@ -115,16 +115,16 @@ class LoopbackTest(unittest.TestCase):
     def test_a_closed_stderr_never_changes_the_exit_code(self):
         out = os.path.join(self.folder, "run.json")
         for script, args, code in (
-                ("regression.py", ("--models", "offline/careful", "--out", out), 0),
-                ("compare_runs.py", (out, out, "--switch", "offline/careful=offline/careful"),
-                 0)):
+                ("regression.py", ("--models", "offline/careful", "offline/other", "--out",
+                                   out), 0),
+                ("compare_runs.py", (out, "--switch", "offline/careful=offline/other"), 0)):
             with self.subTest(script):
                 result = subprocess.run(  # 2>&-: the child starts with descriptor 2 closed
                     [sys.executable, "-W", "error", os.path.join(HERE, script), *args],
                     stdout=subprocess.PIPE, text=True, timeout=120, env=self.env,
                     preexec_fn=lambda: os.close(2))
                 self.assertEqual(result.returncode, code, result.stdout[-500:])
-        self.assertEqual(len(read_json(out)["runs"]), 4)
+        self.assertEqual(len(read_json(out)["runs"]), 8)
         again = os.path.join(self.folder, "again.json")  # >&-: the verdict is still the code
         result = subprocess.run(
             [sys.executable, "-W", "error", os.path.join(HERE, "regression.py"), "--models",
