@@ -938,37 +938,22 @@ def start(cases, unsafe_models=("offline/hasty",), port=0):
     return server
 
 
-def port_number(text):
-    """argparse type: a TCP port, 0 to 65535 (0: any free one)."""
-    try:
-        number = int(text)
-    except ValueError:
-        number = -1
-    if not 0 <= number <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, got {text!r}")
-    return number
+def bounded(parse, fits, wanted):
+    """An argparse type: text read by parse (int, float) and kept when fits it."""
+    def value_of(text):
+        try:
+            value = parse(text)
+        except ValueError:
+            value = None
+        if value is None or not fits(value):
+            raise argparse.ArgumentTypeError(f"expected {wanted}, got {text!r}")
+        return value
+    return value_of
 
 
-def seconds(text):
-    """argparse type: a finite number of seconds, 0 or more."""
-    try:
-        number = float(text)
-    except ValueError:
-        number = -1.0
-    if not 0 <= number < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected seconds, 0 or more, got {text!r}")
-    return number
-
-
-def positive_int(text):
-    """argparse type: a whole number from 1 up."""
-    try:
-        number = int(text)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number from 1 up, got {text!r}")
-    return number
+port_number = bounded(int, lambda n: 0 <= n <= 65535, "a port from 0 to 65535")  # 0: any free
+seconds = bounded(float, lambda s: 0 <= s < float("inf"), "seconds, 0 or more")
+positive_int = bounded(int, lambda n: n >= 1, "a whole number from 1 up")
 
 
 def main(argv=None):

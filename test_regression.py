@@ -496,13 +496,16 @@ class MainTest(Harness):
         code, output, self.stderr = self.main(*args)
         return code, output
 
-    def test_an_existing_out_is_refused_and_left_as_it_was(self):
-        self.write("r.json", "kept")
-        code, _ = self.run_main()
+    def assert_out_refused_and_left(self, code, text):
+        """The run was refused, sent nothing and left the file at --out holding text."""
         self.assertEqual(code, 2)
         self.assertIn(f"{self.out} already exists; choose a new --out path (nothing was sent, "
                       "the file is untouched)", self.stderr)
-        self.assertEqual((read_text(self.out), self.state["requests"]), ("kept", []))
+        self.assertEqual((read_text(self.out), self.state["requests"]), (text, []))
+
+    def test_an_existing_out_is_refused_and_left_as_it_was(self):
+        self.write("r.json", "kept")
+        self.assert_out_refused_and_left(self.run_main()[0], "kept")
 
     def test_an_out_made_by_another_run_after_the_check_is_left_as_it_was(self):
         create = record.RecordFile.create.__func__
@@ -513,10 +516,7 @@ class MainTest(Harness):
 
         with mock.patch.object(record.RecordFile, "create", classmethod(racing)):
             code, _ = self.run_main()
-        self.assertEqual(code, 2)
-        self.assertIn(f"{self.out} already exists; choose a new --out path (nothing was sent, "
-                      "the file is untouched)", self.stderr)
-        self.assertEqual((read_text(self.out), self.state["requests"]), ("theirs", []))
+        self.assert_out_refused_and_left(code, "theirs")
 
     def test_all_correct_three_repeats_exit_0_with_24_rows(self):
         code, output = self.run_main("--repeats", "3")
