@@ -4,6 +4,7 @@ Actions runs them (the environment Actions gives a step, the step's `env:`
 from action.yml) against the simulated API and a stand-in of GitHub's
 comments API. Nothing talks to any address but 127.0.0.1."""
 
+import functools
 import importlib.util
 import json
 import os
@@ -298,6 +299,7 @@ def readme_workflow(folder):
                       block.replace("<commit-sha>", "0123456789abcdef0123456789abcdef01234567"))
 
 
+@functools.cache  # read-only; parsing it takes ruamel about 40 ms, and many tests read it
 def action():
     from ruamel.yaml import YAML
 
