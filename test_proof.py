@@ -53,7 +53,7 @@ class BoundTest(unittest.TestCase):
 class StatedBoundsTest(Harness):
     def test_every_view_states_the_bound_at_the_chosen_confidence(self):
         code, output, _ = self.main("--repeats", "3", "--confidence", "0.9",
-                                    "--junit", self.path("j.xml"), "--html", self.path("p.html"),
+                                    "--models", regression.MODELS[0], "--junit", self.path("j.xml"), "--html", self.path("p.html"),
                                     "--summary-md", self.path("s.md"))
         self.assertEqual(code, 0)
         self.assertIn("rate-limit 3/3 pass rate >= 46.4 % (90 %)", output)  # 0.1 ** (1/3)
@@ -74,6 +74,11 @@ class StatedBoundsTest(Harness):
                 regression.main(["--out", self.out, "--confidence", value])
 
 
+def two_cases(test):
+    """A cases file of a case every model passes and the payment case."""
+    return test.write("two.json", json.dumps([CASE["rate-limit"], PAYMENT]))
+
+
 class ProveTest(Harness):
     """--prove RATE: each (model, case) repeats, one at a time, until it fails or is proved."""
 
@@ -84,7 +89,7 @@ class ProveTest(Harness):
             with self.subTest(jobs=jobs):
                 self.state["requests"].clear()
                 out = self.path(f"p{jobs}.json")
-                cases = self.write("two.json", json.dumps([CASE["rate-limit"], PAYMENT]))
+                cases = two_cases(self)
                 code, output, _ = self.main("--out", out, "--prove", "0.9", "--jobs", jobs,
                                             "--models", regression.MODELS[0], "--cases", cases,
                                             "--junit", self.path(f"j{jobs}.xml"), out=False)
@@ -105,23 +110,24 @@ class ProveTest(Harness):
 
     def test_a_model_that_passes_every_pair_is_qualified_at_the_rate(self):
         self.state["unsafe_models"] = set()
-        code, output, _ = self.main("--prove", "0.5", "--models", regression.MODELS[1])
+        code, output, _ = self.main("--prove", "0.5", "--models", regression.MODELS[1],
+                                    "--cases", two_cases(self))
         self.assertEqual(code, 0)
         self.assertIn("QUALIFIED: every model, each case >= 50 % at 95 %", output)
-        self.assertEqual(len(self.state["requests"]), 5 * 4)  # 0.05 ** (1/5) >= 0.5
+        self.assertEqual(len(self.state["requests"]), 5 * 2)  # 0.05 ** (1/5) >= 0.5
 
     def test_an_interrupted_proof_resumes_and_sends_nothing_twice(self):
         self.before_request = lambda request, seen=[]: (
-            seen.append(1) or len(seen) == 20) and (_ for _ in ()).throw(KeyboardInterrupt)
+            seen.append(1) or len(seen) == 10) and (_ for _ in ()).throw(KeyboardInterrupt)
         with self.assertRaises(KeyboardInterrupt):  # one at a time: nothing else in flight
-            self.main("--prove", "0.5")
+            self.main("--prove", "0.5", "--models", regression.MODELS[0])
         self.before_request = None
         code, output, _ = self.main("--resume", self.out, out=False)
         self.assertEqual(code, 1)
         # The stopped request never reached the API; the resume sends it (and says it
         # may have been paid), and nothing is sent twice.
         self.assertIn("1 of those to send may have been paid for already", output)
-        self.assertEqual(len(self.state["requests"]), 5 * 7 + 1)
+        self.assertEqual(len(self.state["requests"]), 5 * 3 + 1)  # the payment case fails
         self.assertTrue(self.record()["summary"]["complete"])
 
     def test_a_proof_of_a_cases_file_has_its_page_and_summary(self):
@@ -155,9 +161,12 @@ class ProveTest(Harness):
 
         self.state["unsafe_models"] = set()
         before, after = self.path("before.json"), self.path("after.json")
-        self.main("--out", before, "--prove", "0.5", "--models", regression.MODELS[0], out=False)
+        cases = two_cases(self)
+        self.main("--out", before, "--prove", "0.5", "--models", regression.MODELS[0],
+                  "--cases", cases, out=False)
         self.state["unsafe_models"] = {regression.MODELS[0]}
-        self.main("--out", after, "--prove", "0.5", "--models", regression.MODELS[0], out=False)
+        self.main("--out", after, "--prove", "0.5", "--models", regression.MODELS[0],
+                  "--cases", cases, out=False)
         code, output, _ = quiet(compare_runs.main, [before, after])
         self.assertEqual(code, 1)
         self.assertIn(f"NEW_FAILURE {regression.MODELS[0]} ambiguous-payment before=5/5 "
@@ -224,9 +233,9 @@ class PlanTest(Harness):
     def test_an_allowed_failure_still_qualifies_and_exits_0(self):
         self.wrong_at({"rate-limit": {3}})
         code, output, _ = self.main("--prove", "0.5", "--allow-failures", "1",
-                                    "--models", regression.MODELS[0])
+                                    "--models", regression.MODELS[0], "--cases", two_cases(self))
         self.assertEqual(code, 0, output)
-        self.assertEqual(len(self.state["requests"]), 4 * 7 + 1)  # 7 passes each, 1 failure
+        self.assertEqual(len(self.state["requests"]), 2 * 7 + 1)  # 7 passes each, 1 failure
         self.assertIn("QUALIFIED: every model, each case >= 50 % at 95 % (at most 1 allowed "
                       "failure each)", output)
 
@@ -274,7 +283,7 @@ class PlanTest(Harness):
         self.assertEqual(len(self.state["requests"]), stated)
 
     def test_an_old_proof_record_reads_as_no_allowed_failure(self):
-        self.main("--prove", "0.5", "--models", regression.MODELS[0])
+        self.main("--prove", "0.5", "--models", regression.MODELS[0], "--cases", two_cases(self))
         saved = self.record()
         prove = saved["config"]["prove"]
         saved["config"]["prove"] = {"rate": prove["rate"], "confidence": prove["confidence"],
@@ -289,11 +298,12 @@ class PlanTest(Harness):
 
         self.state["unsafe_models"] = set()
         before, after = self.path("before.json"), self.path("after.json")
+        cases = two_cases(self)
         self.main("--out", before, "--prove", "0.5", "--models", regression.MODELS[0],
-                  out=False)
+                  "--cases", cases, out=False)
         self.wrong_at({"rate-limit": {2}})
         self.main("--out", after, "--prove", "0.5", "--allow-failures", "1", "--models",
-                  regression.MODELS[0], out=False)
+                  regression.MODELS[0], "--cases", cases, out=False)
         code, output, _ = quiet(compare_runs.main, [before, after])
         self.assertEqual(code, 0, output)
         self.assertIn("CAUTION: the proofs have different plans", output)
