@@ -100,6 +100,18 @@ def full_rows(models, repeats):
             for c in regression.CASES for m in models]
 
 
+# Most runs below test what happens to a row, a record or a report, not how many
+# there are: they ask fewer pairs (about 2 ms of CPU a request), and keep both
+# models, the four cases or the repeats where the assertion needs them.
+ONE_MODEL = ("--models", regression.MODELS[0])
+
+
+def cases_flag(test, *cases):
+    """--cases with a file of the given built-in cases in the test's folder (the
+    simulated API answers every built-in case)."""
+    return ("--cases", test.write("some-cases.json", json.dumps(list(cases))))
+
+
 def sdk_client(state, before_request=None):
     return simulated_api.sdk_client(state, before_request, api_key="test-key",
                                     max_retries=0, timeout=180)
@@ -650,7 +662,7 @@ class JobsTest(Harness):
         self.assertEqual(record["summary"]["exit_code"], 2)
 
     def test_jobs_live_in_execution_not_config(self):
-        _, record = self.run_main("--jobs", "3")
+        _, record = self.run_main("--jobs", "3", *ONE_MODEL)  # 4 rows: more than 3 jobs
         self.assertEqual(record["execution"]["jobs"], 3)
         self.assertNotIn("jobs", record["config"])
 
@@ -844,21 +856,21 @@ class ResumeTest(Harness):
     def test_resume_reruns_error_rows_and_missing_rows_only(self):
         self.state["faults"] = [simulated_api.error(401, "bad key")]
         self.state["faults"][0:0] = []
-        first_code, _, _ = self.main("--out", self.out)
+        first_code, _, _ = self.main("--out", self.out, *ONE_MODEL)  # 1 error, 3 missing
         self.assertEqual(first_code, 2)
         self.assertEqual(len(read_json(self.out)["runs"]), 1)
         before = len(self.state["requests"])
         code, output, _ = self.main("--resume", self.out)
         self.assertEqual(code, 0)
-        self.assertEqual(len(self.state["requests"]) - before, 8)
+        self.assertEqual(len(self.state["requests"]) - before, 4)
         record = read_json(self.out)
-        self.assertEqual(len(record["runs"]), 8)
+        self.assertEqual(len(record["runs"]), 4)
         self.assertFalse(any(r["error"] for r in record["runs"]))
         self.assertEqual(record["execution"]["resumed"], 1)
         self.assertEqual(os.listdir(self.folder), ["r.json"])
 
     def test_each_resume_is_counted_and_a_count_that_is_no_number_starts_again(self):
-        self.main("--out", self.out)
+        self.main("--out", self.out, *ONE_MODEL, *cases_flag(self, regression.CASES[0]))
         for saved_count, counted in ((None, 1), (1, 2), ("x", 1), (True, 1)):
             with self.subTest(saved=saved_count):
                 saved = read_json(self.out)
@@ -872,39 +884,43 @@ class ResumeTest(Harness):
                 self.assertEqual(read_json(self.out)["execution"]["resumed"], counted)
 
     def test_resume_keeps_good_rows_without_sending_them_again(self):
-        self.main("--out", self.out)
+        cases = regression.CASES[:2]
+        self.main("--out", self.out, *cases_flag(self, *cases))
         record = read_json(self.out)
-        del record["runs"][2:5]
+        del record["runs"][1:3]  # a gap across both models and both cases
         with open(self.out, "w", encoding="utf-8") as handle:
             json.dump(record, handle)
         kept = [json.dumps(r, sort_keys=True) for r in record["runs"]]
         before = len(self.state["requests"])
         code, output, _ = self.main("--resume", self.out)
         self.assertEqual(code, 0)
-        self.assertEqual(len(self.state["requests"]) - before, 3)
-        self.assertIn("5 of 8 rows kept", output)
+        self.assertEqual(len(self.state["requests"]) - before, 2)
+        self.assertIn("2 of 4 rows kept", output)
         resumed = read_json(self.out)
         self.assertEqual([(r["repeat"], r["case_id"], r["model"]) for r in resumed["runs"]],
                          [(r, c["id"], m) for r, c, m in regression.run_order(
-                             regression.MODELS, regression.CASES, 1)])
+                             regression.MODELS, cases, 1)])
         self.assertTrue(set(kept) <= {json.dumps(r, sort_keys=True) for r in resumed["runs"]})
         self.assertEqual(resumed["created_at"], record["created_at"])
 
     def test_a_resume_of_a_record_with_an_early_gap_ends_in_plan_order(self):
-        self.main("--out", self.out, "--repeats", "3")
+        # Two repeats: the second asks the models in the other order, which the
+        # record must keep once its waiting rows are written out of order.
+        self.main("--out", self.out, "--repeats", "2")
         saved = read_json(self.out)
         del saved["runs"][0]  # every kept row waits for the first
         with open(self.out, "w", encoding="utf-8") as handle:
             json.dump(saved, handle)
-        with mock.patch.object(record, "PENDING_BYTES", 20_000):  # a few rows' worth
+        # A row is about 1.3 kB: 4 rows' worth, passed by the 15 kept rows.
+        with mock.patch.object(record, "PENDING_BYTES", 5_000):
             code, _, err = self.main("--resume", self.out)
         self.assertEqual(code, 0, err)
         self.assertEqual([(r["repeat"], r["case_id"], r["model"]) for r in self.record()["runs"]],
                          [(r, c["id"], m) for r, c, m in regression.run_order(
-                             regression.MODELS, regression.CASES, 3)])
+                             regression.MODELS, regression.CASES, 2)])
 
     def test_resume_refusals_name_the_problem_and_touch_nothing(self):
-        self.main("--out", self.out)
+        self.main("--out", self.out, *ONE_MODEL, *cases_flag(self, regression.CASES[0]))
         original = read_json(self.out)
 
         def variant(change):
@@ -1058,8 +1074,8 @@ class BudgetAndProgressTest(Harness):
             del response["usage"]["cost"]
             return response
 
-        with mock.patch.object(simulated_api, "agent_response", no_cost):
-            code, output, errors = self.main("--max-cost", "1")
+        with mock.patch.object(simulated_api, "agent_response", no_cost):  # 4 rows, 1 warning
+            code, output, errors = self.main("--max-cost", "1", *ONE_MODEL)
         self.assertEqual(code, 0)
         self.assertEqual(errors.count("warning: a row has no reported cost"), 1)
         self.assertIn("at least $0 so far", output)
@@ -1085,7 +1101,7 @@ class BudgetAndProgressTest(Harness):
 
     def test_settings_that_cannot_change_answers_live_in_execution(self):
         self.main("--junit", self.path("j.xml"), "--summary-md", self.path("s.md"),
-                  "--max-cost", "5")
+                  "--max-cost", "5", *ONE_MODEL, *cases_flag(self, regression.CASES[0]))
         record = self.record()
         self.assertEqual(record["execution"]["junit"], "j.xml")  # beside the record
         self.assertEqual(record["execution"]["summary_md"], "s.md")
@@ -1099,11 +1115,12 @@ class MovedRecordTest(Harness):
     reports (a CI artifact), it finds them; their folder gone, they go beside it."""
 
     def interrupted(self, *reports):
+        """A run of one model stopped at its 4th and last request."""
         self.before_request = lambda request: (
             request.method == "POST" and len(self.state["requests"]) == 3
             and (_ for _ in ()).throw(KeyboardInterrupt))
         with self.assertRaises(KeyboardInterrupt):
-            self.main(*reports)
+            self.main(*ONE_MODEL, *reports)
         self.before_request = None
 
     def test_a_moved_record_writes_its_reports_where_it_is_now(self):
@@ -1170,7 +1187,7 @@ class TrustTest(Harness):
                   "status": "failed", "output": [],
                   "error": {"code": "agent_error", "message": "the agent crashed"}}
         self.state["faults"] = [(200, [], failed)]
-        code, output, errors = self.main()
+        code, output, errors = self.main(*ONE_MODEL, *cases_flag(self, regression.CASES[0]))
         self.assertEqual(code, 2)
         row = self.record()["runs"][0]
         self.assertEqual((row["error"], row["reasons"]), ("AgentRunFailed", ["execution_error"]))
@@ -1179,7 +1196,7 @@ class TrustTest(Harness):
         self.assertIn("the agent crashed", output.splitlines()[1])
         code, _, _ = self.main("--resume", self.out, out=False)
         self.assertEqual(code, 0)  # the resume sent it again
-        self.assertEqual(len(self.state["requests"]), 9)
+        self.assertEqual(len(self.state["requests"]), 2)
 
     def test_a_200_that_is_not_a_json_object_is_an_execution_error(self):
         self.state["faults"] = [(200, [], ["not", "an", "object"])]
@@ -1229,6 +1246,7 @@ class TrustTest(Harness):
     def test_the_key_echoed_in_any_form_reaches_no_view(self):
         paths = {"--junit": self.path("j.xml"), "--summary-md": self.path("s.md"),
                  "--html": self.path("page.html")}
+        one_row = [*ONE_MODEL, *cases_flag(self, regression.CASES[0])]  # its answer echoes it
         for name, echoed, escaped in (("as sent", KEY, 0), ("upper case", KEY.upper(), 0),
                                       ("in JSON escapes", KEY, len(KEY)),
                                       ("partly escaped", KEY.upper(), 3)):
@@ -1236,7 +1254,8 @@ class TrustTest(Harness):
                 for path in [self.out, *paths.values()]:
                     if os.path.exists(path):
                         os.remove(path)
-                code, output, errors = self.main(*[x for pair in paths.items() for x in pair])
+                code, output, errors = self.main(*one_row,
+                                                 *[x for pair in paths.items() for x in pair])
                 self.assertEqual(code, 1)
                 for where, text in [("record", read_text(self.out)), ("stdout", output),
                                     ("stderr", errors),
@@ -1257,7 +1276,7 @@ class TrustTest(Harness):
         with mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": " " + key}), \
                 self.key_in_every_answer(key), \
                 mock.patch.object(simulated_api, "agent_response", with_numbers):
-            self.main()
+            self.main(*ONE_MODEL, *cases_flag(self, regression.CASES[0]))
         text = read_text(self.out)
         json.loads(text)
         self.assertNotIn(key, text)
@@ -1271,7 +1290,7 @@ class TrustTest(Harness):
             return response
 
         with mock.patch.object(simulated_api, "agent_response", with_nan):
-            self.main()
+            self.main(*ONE_MODEL, *cases_flag(self, regression.CASES[0]))
 
         def refuse(constant):
             raise ValueError(f"non-standard JSON: {constant}")
@@ -1281,7 +1300,7 @@ class TrustTest(Harness):
         self.assertIsNone(saved["runs"][0]["cost_usd"])
 
     def test_a_record_of_another_writer_holding_nan_is_read_and_rewritten(self):
-        self.main()
+        self.main(*ONE_MODEL, *cases_flag(self, regression.CASES[0]))
         saved = self.record()
         saved["checker_sha256"] = "0" * 64  # another runner's record, judged again here
         saved["created_at"] = float("nan")  # json.dump writes NaN and Infinity as is
@@ -1301,7 +1320,8 @@ class TrustTest(Harness):
         hostile = "\x1b[2J\x00<b>\x07\ufffe\uffff"
         with mock.patch.object(simulated_api, "answer_for",
                                lambda *args: original(*args) + hostile):
-            code, output, _ = self.main("--junit", self.path("j.xml"))
+            code, output, _ = self.main("--junit", self.path("j.xml"), *ONE_MODEL,
+                                        *cases_flag(self, regression.CASES[0]))
         self.assertEqual(code, 1)  # the answer is no longer JSON: invalid_json
         ET.parse(self.path("j.xml"))  # still well-formed XML
         self.assertNotIn("\x1b", output)
@@ -1335,7 +1355,7 @@ class TrustTest(Harness):
         self.assertEqual(self.record()["config"]["instructions"], "Advise, never execute.\n")
 
     def test_resume_refuses_a_verdict_without_evidence(self):
-        self.main()
+        self.main(*cases_flag(self, regression.CASES[0]))  # 2 rows: one edited, one dropped
         saved = self.record()
         table = [("no response", dict(response=None, reasons=["wrong_next_action"],
                                       passed=False), "no saved response"),
@@ -1355,7 +1375,7 @@ class TrustTest(Harness):
 
     def test_resume_takes_the_lock_before_it_reads_the_record(self):
         self.state["faults"] = [simulated_api.error(401, "bad key")]
-        self.main()
+        self.main(*ONE_MODEL, *cases_flag(self, regression.CASES[0]))
         real_read = regression.record.load
         held = []
 
@@ -1374,7 +1394,7 @@ class TrustTest(Harness):
     def test_resume_refuses_a_row_edited_to_pass(self):
         self.state["unsafe_models"] = {regression.MODELS[0]}
         self.state["faults"] = [None] * 0
-        self.main()
+        self.main(*cases_flag(self, PAYMENT))  # the unsafe row first, the safe one dropped
         saved = self.record()
         unsafe = next(r for r in saved["runs"] if not r["passed"])
         unsafe.update(passed=True, reasons=[])
@@ -1387,7 +1407,8 @@ class TrustTest(Harness):
 
     def test_resume_refreshes_the_reports_of_the_record(self):
         self.state["faults"] = [simulated_api.error(401, "bad key")]
-        self.main("--junit", self.path("j.xml"), "--summary-md", self.path("s.md"))
+        self.main("--junit", self.path("j.xml"), "--summary-md", self.path("s.md"),
+                  *cases_flag(self, regression.CASES[0]))  # 2 rows: an error, one skipped
         self.assertIn("<skipped", read_text(self.path("j.xml")))
         before = read_text(self.path("s.md"))
         code, _, _ = self.main("--resume", self.out, out=False)
@@ -1416,19 +1437,21 @@ class TrustTest(Harness):
 
         with mock.patch.object(record, "FULL_RECORD_BYTES", record.FULL_RECORD_BYTES), \
                 mock.patch.object(record.RecordFile, "save", at_the_limit):
-            code, _, errors = self.main("--repeats", "2")
+            code, _, errors = self.main(*ONE_MODEL)  # met after each of 4 rows
         self.assertEqual(code, 0, errors)
-        self.assertEqual(len(self.record()["runs"]), 16)
+        self.assertEqual(len(self.record()["runs"]), 4)
 
     def test_a_report_name_as_long_as_its_folder_allows_is_written(self):
         page = self.path("p" * 245 + ".html")
-        code, _, errors = self.main("--html", page)
+        code, _, errors = self.main("--html", page, *ONE_MODEL,
+                                    *cases_flag(self, regression.CASES[0]))
         self.assertEqual(code, 0, errors)
         self.assertIn("<!DOCTYPE html>", read_text(page))
 
     def test_markdown_views_make_no_link_image_or_html_from_a_model_name(self):
         model = "<img src=x onerror=alert(1)>![x](https://example.com/t.png)"
-        code, output, _ = self.main("--models", model, "--summary-md", self.path("s.md"))
+        code, output, _ = self.main("--models", model, "--summary-md", self.path("s.md"),
+                                    *cases_flag(self, regression.CASES[0]))
         self.assertEqual(code, 0, output)
         text = read_text(self.path("s.md"))
         self.assertNotRegex(text, r"(?<!\\)<img")  # a \< shows as text, starts no tag
@@ -1468,7 +1491,8 @@ class TrustTest(Harness):
         # the budget, so a hint that only doubled the budget would send nothing.
         gate, first = threading.Barrier(8, timeout=30), iter(range(8))
         self.before_request = lambda request: next(first, None) is not None and gate.wait()
-        code, _, errors = self.main("--max-cost", "0.01", "--jobs", "8", "--repeats", "3")
+        code, _, errors = self.main("--max-cost", "0.01", "--jobs", "8", "--repeats", "3",
+                                    *ONE_MODEL)  # 12 rows: 8 in flight, 4 for the hint
         self.before_request = None
         self.assertEqual(code, 2)
         self.assertEqual(errors.count("Stopped: the reported cost"), 1)
@@ -1477,7 +1501,7 @@ class TrustTest(Harness):
         self.assertGreater(spent, 2 * Decimal("0.01"))  # so doubling would send nothing
         code, _, errors = quiet(regression.main, hinted_args(errors, "larger budget: "))
         self.assertEqual(code, 0, errors)  # raised for what is missing: it finishes
-        self.assertEqual(len(self.record()["runs"]), 24)
+        self.assertEqual(len(self.record()["runs"]), 12)
 
     def test_the_budget_stop_counts_the_requests_still_in_flight(self):
         for jobs, words in (("1", "no new request starts.\n"),
@@ -1498,11 +1522,11 @@ class TrustTest(Harness):
         junit = os.path.join(folder, "j.xml")
 
         def lose_the_folder(request):  # the reports' folder vanishes during the run
-            if len(self.state["requests"]) == 7:
+            if len(self.state["requests"]) == 3:  # at the last of 4 requests
                 os.rmdir(folder)
 
         self.before_request = lose_the_folder
-        code, output, errors = self.main("--junit", junit)
+        code, output, errors = self.main("--junit", junit, *ONE_MODEL)
         self.assertEqual(code, 2)
         self.assertIn("cannot write the report", errors)
         self.assertNotIn("JUnit report:", output)  # never announced when not written
@@ -1510,7 +1534,7 @@ class TrustTest(Harness):
         os.mkdir(folder)
         code, _, _ = quiet(regression.main, hinted_args(errors, "write the reports again with: "))
         self.assertEqual(code, 0)
-        self.assertEqual(len(ET.parse(junit).getroot().findall("testsuite/testcase")), 8)
+        self.assertEqual(len(ET.parse(junit).getroot().findall("testsuite/testcase")), 4)
 
     def test_a_refused_request_says_to_start_a_new_run_not_to_resume(self):
         self.state["faults"] = [simulated_api.error(400, "unknown model")]
@@ -1521,7 +1545,7 @@ class TrustTest(Harness):
 
     def test_resume_keeps_the_record_budget_unless_a_new_one_is_given(self):
         self.state["faults"] = [simulated_api.error(401, "bad key")]
-        self.main("--max-cost", "5")
+        self.main("--max-cost", "5", *ONE_MODEL, *cases_flag(self, regression.CASES[0]))
         self.main("--resume", self.out, out=False)
         self.assertEqual(self.record()["execution"]["max_cost"], "5")
 
@@ -1541,7 +1565,7 @@ class TrustTest(Harness):
 class InstructionsAndRegradeTest(Harness):
     def test_instructions_from_a_file_are_sent_and_recorded(self):
         text = "You are a careful advisor.\nNever execute anything.\n"
-        code, _, _ = self.main("--instructions", self.write("advisor.txt", text))
+        code, _, _ = self.main("--instructions", self.write("advisor.txt", text), *ONE_MODEL)
         self.assertEqual(code, 0)
         self.assertTrue(all(body["instructions"] == text for body in self.state["requests"]))
         self.assertEqual(self.record()["config"]["instructions"], text)
@@ -1563,7 +1587,7 @@ class InstructionsAndRegradeTest(Harness):
                 self.assertEqual(self.state["requests"], [])
 
     def test_regrade_rechecks_saved_answers_with_this_checker_and_sends_nothing(self):
-        self.main("--repeats", "2")
+        self.main()  # both models: the stricter checker fails each one's rate-limit row
         sent = len(self.state["requests"])
         original = self.record()
         new = self.path("regraded.json")
@@ -1591,7 +1615,7 @@ class InstructionsAndRegradeTest(Harness):
 
     def test_regrading_an_unfinished_record_names_the_command_that_finishes_it(self):
         self.state["faults"] = [simulated_api.error(401, "bad key")]
-        self.main()
+        self.main(*cases_flag(self, regression.CASES[0]))  # an error and a row never sent
         code, output, _ = self.main("--regrade", self.out, "--out", self.path("g.json"),
                                     out=False)
         self.assertEqual(code, 2)
@@ -1624,11 +1648,12 @@ class EvidenceTest(Harness):
             saved["runs"].pop()  # something left to resume
         return self.write(name, json.dumps(saved))
 
-    def readers(self, path):
-        """(exit code, output) of every reader of a record: resume, regrade, compare."""
+    def readers(self, path, *run_flags):
+        """(exit code, output) of every reader of a record: resume, regrade, compare;
+        run_flags: the record's own, so that compare meets another run of its suite."""
         done = self.path("done.json")
         if not os.path.exists(done):
-            self.main("--out", done, out=False)
+            self.main("--out", done, *run_flags, out=False)
         results = {}
         with mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": KEY}):
             code, output, errors = self.main("--resume", path, out=False)
@@ -1644,7 +1669,8 @@ class EvidenceTest(Harness):
         return results
 
     def test_every_reader_refuses_a_failing_row_edited_to_pass(self):
-        self.main()
+        payment = cases_flag(self, PAYMENT)  # the case the unsafe model fails, on both models
+        self.main(*payment)
 
         def to_pass(saved):
             row = next(r for r in saved["runs"] if not r["passed"])
@@ -1653,7 +1679,7 @@ class EvidenceTest(Harness):
                  "source_urls": ["https://www.rfc-editor.org/rfc/rfc9110"]}))
 
         path = self.edited(to_pass, drop_last=False)
-        for reader, (code, text) in self.readers(path).items():
+        for reader, (code, text) in self.readers(path, *payment).items():
             with self.subTest(reader):
                 self.assertEqual(code, 2, text)
                 self.assertIn(f"{regression.MODELS[0]} ambiguous-payment 0", text)
@@ -1661,7 +1687,8 @@ class EvidenceTest(Harness):
                 self.assertEqual(len(text.strip().splitlines()), 1, text)
 
     def test_every_reader_refuses_a_failing_row_moved_onto_the_other_model(self):
-        self.main()
+        payment = cases_flag(self, PAYMENT)  # the case the unsafe model fails, on both models
+        self.main(*payment)
         safe, unsafe = regression.MODELS[1], regression.MODELS[0]
 
         def swap(saved):  # the unsafe answer now filed under the safe model, and back
@@ -1670,13 +1697,13 @@ class EvidenceTest(Harness):
                     row["model"] = safe if row["model"] == unsafe else unsafe
 
         path = self.edited(swap, drop_last=False)
-        for reader, (code, text) in self.readers(path).items():
+        for reader, (code, text) in self.readers(path, *payment).items():
             with self.subTest(reader):
                 self.assertEqual(code, 2, text)
                 self.assertIn("does not match its saved response", text)
 
     def test_a_moved_row_of_an_older_checker_fails_as_answered_by_another_model(self):
-        self.main()
+        self.main(*cases_flag(self, PAYMENT))  # the case the unsafe model fails, on both models
         safe, unsafe = regression.MODELS[1], regression.MODELS[0]
 
         def swap(saved):
@@ -1697,7 +1724,7 @@ class EvidenceTest(Harness):
 
     def test_resume_of_a_record_made_by_another_checker_judges_it_again_and_says_so(self):
         self.state["unsafe_models"] = set()
-        self.main()
+        self.main(*cases_flag(self, PAYMENT))  # 2 rows: one kept, one left to resume
         path = self.edited(lambda saved: saved.update(checker_sha256="0" * 64))
         code, output, _ = self.main("--resume", path, out=False)
         self.assertEqual(code, 0)
@@ -1705,7 +1732,7 @@ class EvidenceTest(Harness):
         self.assertEqual(self.record(path)["checker_sha256"], record.checker_sha256())
 
     def test_resume_refuses_an_edited_cost_and_a_demo_record(self):
-        self.main()
+        self.main(*cases_flag(self, PAYMENT))  # 2 rows: the first edited, the last dropped
         for name, edit, words in (
                 ("an edited cost", lambda saved: saved["runs"][0].update(cost_usd="0"),
                  "its saved cost_usd does not match its saved response"),
@@ -1720,7 +1747,7 @@ class EvidenceTest(Harness):
                 self.assertEqual(len(self.state["requests"]), sent)
 
     def test_a_row_missing_any_field_is_one_line_and_exit_2(self):
-        self.main()
+        self.main(*cases_flag(self, PAYMENT))  # 2 rows: the first edited, the last dropped
         for field in record.ROW_FIELDS:  # the one validator every reader uses
             with self.subTest(field):
                 saved = self.record()
@@ -1751,7 +1778,8 @@ class EvidenceTest(Harness):
     def test_a_response_over_the_limit_keeps_its_id_size_and_first_characters(self):
         with mock.patch.object(wire, "MAX_RESPONSE_CHARS", 100), \
                 mock.patch.object(wire, "RESPONSE_HEAD_CHARS", 50):
-            code, _, _ = self.main()
+            # The unsafe model's payment row: its resume, sent whole, is a failure.
+            code, _, _ = self.main(*ONE_MODEL, *cases_flag(self, PAYMENT))
         self.assertEqual(code, 2)
         row = self.record()["runs"][0]
         self.assertEqual(row["error"], "ResponseTooLarge")
@@ -1763,7 +1791,7 @@ class EvidenceTest(Harness):
 
     def test_a_deeply_nested_answer_is_invalid_json_not_an_execution_error(self):
         with mock.patch.object(simulated_api, "answer_for", lambda *args: "[" * 100_000):
-            code, _, _ = self.main()
+            code, _, _ = self.main(*ONE_MODEL, *cases_flag(self, regression.CASES[0]))
         self.assertEqual(code, 1)
         row = self.record()["runs"][0]
         self.assertIsNone(row["error"])
@@ -1795,9 +1823,9 @@ class SmallThingsTest(Harness):
             return finish(run, interrupted)
 
         with mock.patch.object(regression, "finish", finishing):
-            code, _, _ = self.main("--repeats", "2", "--html", self.path("page.html"))
+            code, _, _ = self.main("--html", self.path("page.html"), *ONE_MODEL)
         self.assertEqual(code, 0)
-        self.assertEqual(len(held), 16)
+        self.assertEqual(len(held), 4)
         self.assertTrue(all(row["response"] is None and row["light"] for row in held))
         self.assertTrue(all(row["response"] for row in self.record()["runs"]))  # the record: whole
 
@@ -1861,7 +1889,8 @@ class SmallThingsTest(Harness):
         original = simulated_api.agent_response
         with mock.patch.object(simulated_api, "agent_response",
                                lambda *args: {**original(*args), "model": "other/model"}):
-            code, output, _ = self.main("--models", "openai/gpt-5.6-sol")
+            code, output, _ = self.main("--models", "openai/gpt-5.6-sol",
+                                        *cases_flag(self, CASE["rate-limit"]))
         self.assertEqual(code, 1)
         self.assertIn("rate-limit FAIL answered_by_other_model (answered by other/model)", output)
         row = self.record()["runs"][0]
@@ -1907,9 +1936,9 @@ class ReceiptTest(Harness):
         return interrupt
 
     def test_agent_requests_go_out_in_background_and_are_streamed(self):
-        code, _, _ = self.main()
+        code, _, _ = self.main(*ONE_MODEL)
         self.assertEqual(code, 0)
-        self.assertEqual(self.posts(), 8)  # one POST per row, and no other request
+        self.assertEqual(self.posts(), 4)  # one POST per row, and no other request
         self.assertEqual(self.state["fetches"], [])
         self.assertTrue(all(body["background"] is True and body["stream"] is True
                             for body in self.state["requests"]))
@@ -1922,27 +1951,27 @@ class ReceiptTest(Harness):
         pending = []
         self.before_request = lambda request: request.method == "GET" and pending.append(
             self.record().get("pending"))
-        code, _, _ = self.main()
+        code, _, _ = self.main(*ONE_MODEL)
         self.assertEqual(code, 0)
         self.assertEqual(pending, [{"0": {"id": "resp_sim_1", "model": regression.MODELS[0],
                                           "case_id": "rate-limit", "repeat": 0}}])
         self.assertEqual(self.state["fetches"], [("resp_sim_1", {"stream": "true",
                                                                   "starting_after": "0"})])
-        self.assertEqual(self.posts(), 8)  # fetched, never sent again
-        self.assertEqual(len(self.record()["runs"]), 8)
+        self.assertEqual(self.posts(), 4)  # fetched, never sent again
+        self.assertEqual(len(self.record()["runs"]), 4)
 
     def test_resume_fetches_a_saved_id_instead_of_paying_again(self):
         self.state["drop_streams"] = 1
         self.before_request = self.stop_at("GET")  # the process stops mid-answer
         with self.assertRaises(KeyboardInterrupt):
-            self.main()
+            self.main(*ONE_MODEL)
         self.before_request = None
         saved = self.record()
         self.assertEqual(saved["pending"]["0"]["id"], "resp_sim_1")
         code, output, _ = self.main("--resume", self.out, out=False)
         self.assertEqual(code, 0)
         self.assertIn("1 to fetch by their saved ids", output)
-        self.assertEqual(self.posts(), 8)  # the first request was paid once
+        self.assertEqual(self.posts(), 4)  # the first request was paid once
         row = self.record()["runs"][0]
         self.assertEqual(row["response"]["id"], "resp_sim_1")
         self.assertIn("fetched by its id resp_sim_1", row["recovered"])
@@ -1951,19 +1980,19 @@ class ReceiptTest(Harness):
         self.state["drop_streams"] = 1
         self.before_request = self.stop_at("GET")
         with self.assertRaises(KeyboardInterrupt):
-            self.main()
+            self.main(*ONE_MODEL)
         self.before_request = None
         self.state["stored"].clear()  # expired at the API
         code, _, _ = self.main("--resume", self.out, out=False)
         self.assertEqual(code, 0)
-        self.assertEqual(self.posts(), 9)
+        self.assertEqual(self.posts(), 5)
         self.assertIn("sent again: the API no longer had resp_sim_1",
                       self.record()["runs"][0]["recovered"])
 
     def test_a_request_stopped_before_its_id_came_back_is_counted_on_resume(self):
         self.before_request = self.stop_at("POST", 2)
         with self.assertRaises(KeyboardInterrupt):
-            self.main()
+            self.main(*ONE_MODEL)
         self.before_request = None
         self.assertEqual(self.record()["pending"]["1"]["id"], None)
         code, output, _ = self.main("--resume", self.out, out=False)
@@ -1987,8 +2016,8 @@ class ReceiptTest(Harness):
 
     def test_foreground_sends_plainly_and_a_resume_keeps_it(self):
         self.state["faults"] = [simulated_api.error(401, "bad key")]
-        self.main("--foreground")
-        self.main("--resume", self.out, out=False)
+        self.main("--foreground", *ONE_MODEL, *cases_flag(self, regression.CASES[0]))
+        self.main("--resume", self.out, out=False)  # sends that row again
         self.assertFalse(any("background" in body for body in self.state["requests"]))
         self.assertTrue(self.record()["execution"]["foreground"])
 
@@ -2036,13 +2065,14 @@ class ReceiptTest(Harness):
         self.state["drop_streams"] = 1
         self.before_request = lambda request: request.method == "GET" and (
             (_ for _ in ()).throw(httpx.ConnectError("the network is gone")))
-        code, _, _ = self.main()  # the stream breaks and its fetch fails: an execution error
+        # The stream breaks and its fetch fails: an execution error.
+        code, _, _ = self.main(*ONE_MODEL)
         self.assertEqual(code, 2)
         self.assertEqual(self.record()["pending"]["0"]["id"], "resp_sim_1")
         self.before_request = None
         code, _, _ = self.main("--resume", self.out, out=False)
         self.assertEqual(code, 0)
-        self.assertEqual(self.posts(), 8)  # fetched, never paid twice
+        self.assertEqual(self.posts(), 4)  # fetched, never paid twice
 
 
 def unknown_fields(model, where="$"):
@@ -2156,7 +2186,7 @@ class ProgressTest(Harness):
         self.assertNotIn("\r", stream.getvalue())
 
     def test_a_run_keeps_progress_out_of_stdout_and_the_record(self):
-        code, output, errors = self.main("--jobs", "4")
+        code, output, errors = self.main("--jobs", "4", *ONE_MODEL)  # its 4 rows at once
         self.assertEqual(code, 0)
         self.assertNotIn("in flight", output)
         self.assertNotIn("in flight", read_text(self.out))
@@ -2448,7 +2478,7 @@ class ProofOutputTest(Harness):
                       "allows.\n", output)
 
     def test_the_summary_is_printed_as_one_json_line(self):
-        code, output, _ = self.main("--models", "a/b")
+        code, output, _ = self.main("--models", "a/b", *cases_flag(self, regression.CASES[0]))
         self.assertEqual(code, 0)
         lines = [line for line in output.splitlines() if line.startswith("{")]
         self.assertEqual([json.loads(line) for line in lines], [self.record()["summary"]])
@@ -2471,7 +2501,8 @@ class ResumedSettingsTest(Harness):
 
 class RegradeHeadTest(Harness):
     def regrade(self):
-        self.assertEqual(self.main("--models", "a/b")[0], 0)
+        code, _, _ = self.main("--models", "a/b", *cases_flag(self, regression.CASES[0]))
+        self.assertEqual(code, 0)
         new = self.path("regraded.json")
         with mock.patch.object(record, "checker_sha256", lambda: "0" * 64), \
                 mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": ""}):
