@@ -18,6 +18,7 @@ import unittest
 from unittest import mock
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import checker
 import simulated_api
 from testing import HERE, KEY, Harness, quiet, clean_env, in_process, loopback_env, loopback_server, \
     read_json, read_text, slow, temp_dir, wait_until, write_text
@@ -63,7 +64,9 @@ class GateReadsEvidenceTest(Harness):
     unsafe_models = ("offline/hasty",)
 
     def test_the_run_verdict_comes_from_the_saved_responses_not_the_saved_summary(self):
-        self.main("--models", "offline/hasty")
+        payment = [case for case in checker.CASES if case["id"] == "ambiguous-payment"]
+        self.main("--models", "offline/hasty",  # one row, failed: its saved summary is edited
+                  "--cases", self.write("cases.json", json.dumps(payment)))
         saved = self.record()
         saved["summary"] = {**saved["summary"], "exit_code": 0}
         saved["summary"]["models"]["offline/hasty"]["qualified"] = True
@@ -853,6 +856,15 @@ class GateHistoryTest(Harness):
 
     unsafe_models = ("offline/hasty",)
 
+    def setUp(self):
+        super().setUp()
+        # Every run is of the hasty model on two cases: rate-limit, which it always
+        # passes (a stable pair, left out of the comment), and the payment case,
+        # which it fails while it is unsafe.
+        kept = ("rate-limit", "ambiguous-payment")
+        self.cases = self.write("cases.json", json.dumps(
+            [case for case in checker.CASES if case["id"] in kept]))
+
     class InProcess:  # the gate's Child, running each script's main() in this process
         def run(self, script, args):
             import compare_runs
@@ -867,12 +879,13 @@ class GateHistoryTest(Harness):
         for number, unsafe in enumerate((set(), {"offline/hasty"}, set())):
             self.state["unsafe_models"] = unsafe
             self.main("--out", os.path.join(folder, f"r{number}.json"), "--models",
-                      "offline/careful", "offline/hasty", out=False)
+                      "offline/hasty", "--cases", self.cases, out=False)
         return folder
 
     def gate(self, history):
-        env = {"PERPLEXITY_API_KEY": KEY, "INPUT_MODELS": "offline/careful offline/hasty",
-               "INPUT_REPEATS": "1", "INPUT_BASELINE": "", "INPUT_HISTORY": history}
+        env = {"PERPLEXITY_API_KEY": KEY, "INPUT_MODELS": "offline/hasty",
+               "INPUT_CASES": self.cases, "INPUT_REPEATS": "1", "INPUT_BASELINE": "",
+               "INPUT_HISTORY": history}
         folder = os.path.join(self.folder, f"gate-{len(os.listdir(self.folder))}")
         os.mkdir(folder)
         return gate.gate(env, self.InProcess(), folder)
@@ -890,7 +903,7 @@ class GateHistoryTest(Harness):
         os.mkdir(empty)
         other = os.path.join(self.folder, "other-suite")
         os.mkdir(other)
-        self.main("--models", "offline/careful", "offline/hasty")
+        self.main("--models", "offline/hasty", "--cases", self.cases)
         write_text(os.path.join(other, "r.json"),
                    json.dumps(dict(read_json(self.out), suite_sha256="0" * 64)))
         for name, history in (("empty", empty), ("another suite or edited", other)):

@@ -970,8 +970,9 @@ class UnfinishedRecordTest(unittest.TestCase):
 class UnfinishedByBudgetTest(Harness):
     def test_the_finish_command_of_a_record_stopped_by_its_budget_finishes_it(self):
         done, part = self.path("done.json"), self.path("part.json")
-        self.main("--out", done, out=False)
-        self.main("--out", part, "--max-cost", "0.01", out=False)
+        one_model = ("--models", regression.MODELS[0])  # 4 rows: the budget stops it after 2
+        self.main("--out", done, *one_model, out=False)
+        self.main("--out", part, "--max-cost", "0.01", *one_model, out=False)
         code, output, _ = quiet(compare_runs.main, [done, part])
         self.assertEqual(code, 2)
         self.assertIn("--max-cost", output)  # the kept budget alone would send nothing
@@ -983,11 +984,17 @@ class UnfinishedByBudgetTest(Harness):
 
 
 class UnfinishableRecordTest(Harness):
+    def setUp(self):
+        super().setUp()
+        # Records of one row: the unfinished one is its refused request alone.
+        self.one_row = ("--models", regression.MODELS[0], "--cases",
+                        self.write("cases.json", json.dumps(regression.CASES[:1])))
+
     def test_a_record_whose_request_was_refused_is_not_told_to_resume(self):
         done, part = self.path("done.json"), self.path("part.json")
-        self.main("--out", done, out=False)
+        self.main("--out", done, *self.one_row, out=False)
         self.state["faults"] = [simulated_api.error(400, "unknown model")]
-        self.main("--out", part, out=False)
+        self.main("--out", part, *self.one_row, out=False)
         code, output, _ = quiet(compare_runs.main, [done, part])
         self.assertEqual(code, 2)
         self.assertIn("the API refused a request of it", output)
@@ -995,9 +1002,9 @@ class UnfinishableRecordTest(Harness):
 
     def test_a_record_of_another_regression_py_is_not_told_to_resume(self):
         done, part = self.path("done.json"), self.path("part.json")
-        self.main("--out", done, out=False)
+        self.main("--out", done, *self.one_row, out=False)
         self.state["faults"] = [simulated_api.error(401, "bad key")]
-        self.main("--out", part, out=False)
+        self.main("--out", part, *self.one_row, out=False)
         saved = read_json(part)
         saved["runner_sha256"] = "0" * 64
         write_text(part, json.dumps(saved))

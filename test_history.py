@@ -60,14 +60,17 @@ class HistoryTest(Harness):
         # case the unsafe model fails (half the requests of all four cases).
         self.cases = write_text(self.path("cases.json"),
                                 json.dumps([checker.CASES[0], PAYMENT]))
+        # The payment case alone: for a test that reads only its pairs.
+        self.payment = write_text(self.path("payment.json"), json.dumps([PAYMENT]))
 
-    def record(self, *args, unsafe=(), name=None, models=(CAREFUL, HASTY)):
-        """A new record in self.records of self.cases (unless args give
-        --cases); unsafe: models that give the wrong payment advice this time."""
+    def record(self, *args, unsafe=(), name=None, models=(CAREFUL, HASTY), cases=None):
+        """A new record in self.records of cases, self.cases unless given (or
+        args give --cases); unsafe: models that give the wrong payment advice
+        this time."""
         self.state["unsafe_models"] = set(unsafe)
         self.made += 1
         path = os.path.join(self.records, name or f"r{self.made}.json")
-        cases = () if "--cases" in args else ("--cases", self.cases)
+        cases = () if "--cases" in args else ("--cases", cases or self.cases)
         code, _, errors = self.main("--out", path, "--models", *models, *cases, *args,
                                     out=False)
         self.assertIn(code, (0, 1, 2), errors)
@@ -84,7 +87,9 @@ class HistoryTest(Harness):
 
 class PairHistoryTest(HistoryTest):
     def test_a_pair_that_passed_and_failed_is_flaky(self):
-        first, second, third = self.record(), self.record(unsafe=[HASTY]), self.record()
+        first, second, third = (self.record(cases=self.payment),
+                                self.record(unsafe=[HASTY], cases=self.payment),
+                                self.record(cases=self.payment))
         code, _, _, view = self.history()
         self.assertEqual(code, 0)
         hasty = pair(view, HASTY)
@@ -102,7 +107,9 @@ class PairHistoryTest(HistoryTest):
             with self.subTest(runs=runs):
                 shutil.rmtree(self.records)
                 os.makedirs(self.records)
-                paths = [self.record(unsafe=unsafe) for unsafe in runs]
+                # the one pair read: the hasty model on the payment case
+                paths = [self.record(unsafe=unsafe, models=(HASTY,), cases=self.payment)
+                         for unsafe in runs]
                 since = next(n for n in range(len(runs)) if all(runs[n:]))
                 hasty = pair(self.history()[3], HASTY)
                 self.assertEqual(hasty["label"], f"BROKEN SINCE {paths[since]}")
@@ -110,8 +117,9 @@ class PairHistoryTest(HistoryTest):
 
     def test_an_execution_error_row_shows_E_and_counts_no_run(self):
         self.state["faults"] = [(400, [], {"error": {"message": "bad request"}})]
-        self.record()  # its first request, careful on rate-limit, is refused: no verdict
-        self.record()
+        rate_limit = write_text(self.path("rate-limit.json"), json.dumps(checker.CASES[:1]))
+        self.record(models=(CAREFUL,), cases=rate_limit)  # its one request is refused: no verdict
+        self.record(models=(CAREFUL,), cases=rate_limit)
         careful = pair(self.history()[3], CAREFUL, "rate-limit")
         self.assertEqual((careful["sequence"], careful["passed"], careful["runs"],
                           careful["no_verdict"], careful["label"]), ("EP", 1, 1, 1, "STABLE"))
@@ -126,7 +134,7 @@ class PairHistoryTest(HistoryTest):
                 self.state["unsafe_models"] = {HASTY} if len(asked) == 1 else set()
 
         self.before_request = first_payment_unsafe
-        self.record("--repeats", "2")
+        self.record("--repeats", "2", models=(HASTY,), cases=self.payment)
         self.before_request = None
         hasty = pair(self.history()[3], HASTY)
         self.assertEqual((hasty["sequence"], hasty["label"], hasty["passed"], hasty["runs"]),
@@ -156,8 +164,8 @@ class PairHistoryTest(HistoryTest):
 
 class BoundTest(HistoryTest):
     def test_the_pooled_bound_is_exact_and_rounded_down_to_6_decimals(self):
-        self.record()
-        self.record()
+        self.record(models=(CAREFUL,), cases=self.payment)
+        self.record(models=(CAREFUL,), cases=self.payment)
         code, _, _, view = self.history()
         self.assertEqual(code, 0)
         careful = pair(view, CAREFUL)
@@ -167,14 +175,15 @@ class BoundTest(HistoryTest):
         self.assertEqual(careful["lower_bound"], math.floor(exact * 1e6) / 1e6)
 
     def test_the_bound_is_stated_at_the_lowest_confidence_of_the_records(self):
-        self.record()
-        self.record("--confidence", "0.9")
+        self.record(models=(CAREFUL,), cases=self.payment)
+        self.record("--confidence", "0.9", models=(CAREFUL,), cases=self.payment)
         careful = pair(self.history()[3], CAREFUL)
         self.assertEqual((careful["lower_bound"], careful["confidence"]), (0.316227, 0.9))
 
     def test_a_proof_shows_Q_or_N_and_is_left_out_of_the_bound(self):
-        self.record()
-        proof = self.record("--prove", "0.5", unsafe=[HASTY])  # 5 passes in a row prove 0.5
+        self.record(cases=self.payment)
+        proof = self.record("--prove", "0.5", unsafe=[HASTY],  # 5 passes in a row prove 0.5
+                            cases=self.payment)
         view = self.history()[3]
         careful, hasty = pair(view, CAREFUL), pair(view, HASTY)
         self.assertEqual((careful["sequence"], careful["passed"], careful["runs"]), ("PQ", 6, 6))
@@ -200,7 +209,7 @@ class ModelsTest(HistoryTest):
 
         self.before_request = delay
         with mock.patch.object(regression, "time", types.SimpleNamespace(monotonic=clock)):
-            self.record("--jobs", "1", models=(quick_model, slow_model))
+            self.record("--jobs", "1", models=(quick_model, slow_model), cases=self.payment)
         models = {entry["model"]: entry for entry in self.history()[3]["models"]}
         self.assertGreaterEqual(models[slow_model]["latency_p50"], 0.1)
         self.assertGreater(models[slow_model]["latency_p50"], models[quick_model]["latency_p50"])
@@ -224,8 +233,8 @@ class ModelsTest(HistoryTest):
 
 class WhichRecordsCountTest(HistoryTest):
     def test_a_regrade_counts_at_its_sources_time_and_replaces_it(self):
-        source = self.record(unsafe=[HASTY])
-        later = self.record()
+        source = self.record(unsafe=[HASTY], models=(HASTY,), cases=self.payment)
+        later = self.record(models=(HASTY,), cases=self.payment)
         regraded = os.path.join(self.records, "regraded.json")
         code, _, errors = self.main("--regrade", source, "--out", regraded, out=False)
         self.assertEqual(code, 1, errors)
@@ -248,8 +257,8 @@ class WhichRecordsCountTest(HistoryTest):
                                  r"already")
 
     def test_a_record_sharing_some_responses_is_counted_without_them(self):
-        first = self.record()
-        second = self.record()
+        first = self.record(models=(CAREFUL,))  # two rows: one shared, one not
+        second = self.record(models=(CAREFUL,))
         data = read_json(second)
         data["runs"][0]["response"]["id"] = read_json(first)["runs"][0]["response"]["id"]
         write_text(second, json.dumps(data))  # an id is no part of a verdict: still valid
@@ -260,7 +269,7 @@ class WhichRecordsCountTest(HistoryTest):
         self.assertEqual((shared["sequence"], shared["runs"]), ("P-", 1))
 
     def test_a_synthetic_record_is_refused_among_live_ones(self):
-        live = self.record()
+        live = self.record(models=(CAREFUL,), cases=self.payment)
         demo = os.path.join(self.folder, "demo")
         with mock.patch.object(self.regression, "Perplexity", Perplexity):  # the demo's own
             self.assertEqual(quiet(self.regression.main, ["--demo", demo])[0], 1)
@@ -281,8 +290,8 @@ class WhichRecordsCountTest(HistoryTest):
 
     def test_a_record_of_another_suite_is_refused_naming_both(self):
         cases = write_text(self.path("two.json"), json.dumps(checker.CASES[:2]))
-        other = self.record("--cases", cases)
-        newest = self.record()
+        other = self.record("--cases", cases, models=(CAREFUL,))
+        newest = self.record(models=(CAREFUL,))
         code, _, errors, view = self.history()
         self.assertEqual(code, 0)
         self.assertEqual([entry["path"] for entry in view["records"]], [newest])
@@ -291,18 +300,19 @@ class WhichRecordsCountTest(HistoryTest):
         self.assertIn("suites are never mixed", line)
 
     def test_a_record_made_before_suites_is_of_the_built_in_suite(self):
-        old = self.record()
+        old = self.record(models=(CAREFUL,))
         data = read_json(old)
         for field in ("suite", "suite_sha256"):  # what a record of the published design lacks
             data.pop(field, None)
         write_text(old, json.dumps(data))
-        new = self.record()
+        new = self.record(models=(CAREFUL,))
         code, _, errors, view = self.history()
         self.assertEqual((code, errors), (0, ""))
         self.assertEqual([entry["path"] for entry in view["records"]], [old, new])
 
     def test_a_record_whose_created_at_is_not_a_time_is_refused(self):
-        good, odd = self.record(), self.record()
+        good, odd = (self.record(models=(CAREFUL,), cases=self.payment),
+                     self.record(models=(CAREFUL,), cases=self.payment))
         data = read_json(odd)
         data["created_at"] = "yesterday"
         write_text(odd, json.dumps(data))
@@ -311,7 +321,7 @@ class WhichRecordsCountTest(HistoryTest):
         self.assertIn(f"{odd}: refused: its created_at yesterday is not a time", errors)
 
     def test_an_unreadable_file_is_skipped_with_a_one_line_note(self):
-        good = self.record()
+        good = self.record(models=(CAREFUL,), cases=self.payment)
         bad = write_text(os.path.join(self.records, "bad.json"), "{not json")
         write_text(os.path.join(self.records, ".hidden.json"), "{not json")  # never read
         code, _, errors, view = self.history()
@@ -343,7 +353,7 @@ class WhichRecordsCountTest(HistoryTest):
 
     def test_only_our_own_history_json_is_replaced(self):
         ours = self.path("ours.json")
-        record_path = self.record()
+        record_path = self.record(models=(CAREFUL,), cases=self.payment)
         self.assertEqual(self.history(views=("--json", ours))[0], 0)  # a history JSON of ours
         table = [(ours, None),
                  (record_path, "it exists and is not a history JSON written by this tool"),
@@ -388,8 +398,8 @@ class WhichRecordsCountTest(HistoryTest):
 
 class ViewsTest(HistoryTest):
     def test_the_json_view_has_every_field_and_our_mark_first(self):
-        self.record()
-        self.record(unsafe=[HASTY])
+        self.record(cases=self.payment)
+        self.record(unsafe=[HASTY], cases=self.payment)
         out = self.path("h.json")
         self.assertEqual(quiet(history.main, ["--history", self.records, "--json", out])[0], 0)
         self.assertTrue(read_text(out).startswith(history.JSON_START))
@@ -407,7 +417,7 @@ class ViewsTest(HistoryTest):
         self.assertEqual(quiet(history.main, ["--history", self.records, "--json", out])[0], 0)
 
     def test_its_own_json_beside_the_records_is_neither_read_nor_refused(self):
-        self.record()
+        self.record(models=(CAREFUL,), cases=self.payment)
         out = os.path.join(self.records, "history.json")
         for _ in range(2):  # the second run meets the first one's view among the records
             code, _, errors = quiet(history.main, ["--history", self.records, "--json", out])
@@ -463,7 +473,8 @@ class ViewsTest(HistoryTest):
 
     def test_the_html_page_escapes_a_hostile_model_name_and_path(self):
         hostile = '<img src=x onerror="alert(1)">'
-        path = self.record(models=(hostile,), name="<b onmouseover=alert(2)>.json")
+        path = self.record(models=(hostile,), name="<b onmouseover=alert(2)>.json",
+                           cases=self.payment)
         page_path = self.path("history.html")
         code, *_ = self.history(path, views=("--html", page_path))
         self.assertEqual(code, 0)
@@ -478,7 +489,7 @@ class ViewsTest(HistoryTest):
         self.assertEqual(page.count("<svg"), 2)  # pass rate per record, latency per model
 
     def test_a_view_is_never_written_over_an_input_or_a_file_not_ours(self):
-        path = self.record()
+        path = self.record(models=(CAREFUL,), cases=self.payment)
         before = read_text(path)
         other = write_text(self.path("notes.html"), "<p>mine</p>")
         table = [("--json", path), ("--html", path), ("--html", other),
