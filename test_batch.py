@@ -7,6 +7,7 @@ moves one stage per poll.
 
 import contextlib
 import io
+import json
 import os
 import re
 import shlex
@@ -31,6 +32,13 @@ MODELS = ["openai/gpt-5.6-sol", "offline/hasty"]  # the simulated API's unsafe m
 POLLS = (batching.FIRST_POLL_SECONDS, batching.MAX_POLL_SECONDS)  # as shipped: the harness
                                                                   # makes both 0
 POLL_FAILURES = 5  # failed polls in a row a run rides out (a network blip); the next stops it
+CASE = {case["id"]: case for case in regression.CASES}
+
+
+def cases_file(test, *ids):
+    """A cases file in the test's folder of the built-in cases named, for a test
+    whose other cases play no part (each is a request, or a row to judge)."""
+    return test.write("cases.json", json.dumps([CASE[case_id] for case_id in ids]))
 
 
 class BatchHarness(Harness):
@@ -154,8 +162,9 @@ class BatchRunTest(BatchHarness):
 
     def test_a_batch_row_has_a_direct_rows_fields_with_its_batch_in_place_of_attempts(self):
         self.batch()
-        direct_out = self.path("direct.json")
-        quiet(regression.main, ["--foreground", "--models", *MODELS, "--out", direct_out])
+        direct_out = self.path("direct.json")  # its row 0 alone is compared: one request
+        quiet(regression.main, ["--foreground", "--models", MODELS[0], "--out", direct_out,
+                                "--cases", cases_file(self, "rate-limit")])
         direct = set(read_json(direct_out)["runs"][0])
         for row in self.record()["runs"]:
             self.assertEqual(set(row), direct - {"attempts", "waited_seconds"} | {"batch"})
@@ -251,7 +260,10 @@ class BatchRecoveryTest(BatchHarness):
             with self.subTest(outcome):
                 self.setUp()  # a new record and a new simulated API for each outcome
                 self.state["batch_outcome"] = outcome
-                code, _, err = self.batch()
+                # Two cases, four rows: an expired or cancelled batch answers the rate-limit
+                # pair and leaves the payment pair, the unsafe model's failure (exit 1).
+                code, _, err = self.batch("--cases", cases_file(self, "rate-limit",
+                                                                "ambiguous-payment"))
                 self.assertEqual(code, 2, err)
                 rows = self.record()["runs"]
                 missing = [row for row in rows if row["error"]]
@@ -265,7 +277,7 @@ class BatchRecoveryTest(BatchHarness):
 
     def test_a_budget_given_to_the_resume_stops_no_collection(self):
         self.stop_at_the_first_poll()
-        parts = mock.patch.object(batching, "PART_LINES", 3)  # a stop would leave parts out
+        parts = mock.patch.object(batching, "PART_LINES", 8)  # a stop would leave part 2 out
         parts.start()
         self.addCleanup(parts.stop)
         with self.assertRaises(KeyboardInterrupt):
@@ -393,14 +405,15 @@ class BatchPollTest(BatchHarness):
                 super().__init__()
                 self.stopped = Stopped()
 
-        self.state["batch_rows_per_poll"] = 1  # 16 rows: 18 polls, 17 waits between them
+        self.state["batch_rows_per_poll"] = 1  # 12 rows: 14 polls, 13 waits between them
+        cases = cases_file(self, "rate-limit", "temporary-overload", "ambiguous-payment")
         with mock.patch.object(batching, "FIRST_POLL_SECONDS", POLLS[0]), \
                 mock.patch.object(batching, "MAX_POLL_SECONDS", POLLS[1]), \
                 mock.patch.object(regression, "Pause", Pause):
-            code, _, err = self.batch("--repeats", "2")
+            code, _, err = self.batch("--repeats", "2", "--cases", cases)
         self.assertEqual(code, 1, err)
         self.assertEqual([round(wait, 6) for wait in waits],
-                         [0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2] + [60.0] * 8)
+                         [0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2] + [60.0] * 4)
 
     def test_a_stopped_demo_wait_says_the_batch_ends_with_the_demo(self):
         original = batching.retrieve

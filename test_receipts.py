@@ -26,7 +26,7 @@ import runs
 import wire
 import sending
 import simulated_api
-from test_batch import BatchHarness
+from test_batch import BatchHarness, cases_file
 from testing import KEY, Harness, quiet, read_json, read_text
 
 
@@ -37,7 +37,10 @@ class SavedRecordAttackTest(Harness):
 
     def setUp(self):
         super().setUp()
-        self.main("--models", "openai/gpt-5.6-sol", "m2")
+        # Two models on row 0's rate-limit case and the payment case (the unsafe model's
+        # failure) are all the attacks take: runs 1-4, the payment rows runs 3 and 4.
+        self.main("--models", "openai/gpt-5.6-sol", "m2",
+                  "--cases", cases_file(self, "rate-limit", "ambiguous-payment"))
         self.saved = self.record()
 
     def edited(self, change, name="edited.json"):
@@ -75,39 +78,21 @@ class SavedRecordAttackTest(Harness):
             with self.subTest(reader):
                 self.assertEqual(code, 2, text)
                 self.assertIn("hold the same response id", text)
-                self.assertIn("run 7", text)
-                self.assertIn("run 8", text)
+                self.assertIn("run 3", text)
+                self.assertIn("run 4", text)
 
     def test_a_pending_receipt_pointed_at_another_rows_response_is_refused(self):
         def point(saved):
             passing = next(r for r in saved["runs"] if r["passed"])
             dropped = saved["runs"].pop()  # the failing payment row, now "pending"
-            saved["pending"] = {"7": {"id": passing["response"]["id"], "model": dropped["model"],
+            saved["pending"] = {"3": {"id": passing["response"]["id"], "model": dropped["model"],
                                       "case_id": dropped["case_id"], "repeat": 0}}
 
         for reader, (code, text) in self.readers(self.edited(point)).items():
             with self.subTest(reader):
                 self.assertEqual(code, 2, text)
-                self.assertIn("pending receipt 7", text)
-                self.assertEqual(self.state["requests"][8:], [])
-
-    def test_proof_rows_copied_under_new_repeat_numbers_are_refused(self):
-        self.out = self.path("proof.json")
-        self.main("--models", "m2", "--prove", "0.5")
-        proof = self.record()
-
-        def stretch(saved):  # one real pass, replayed as every repeat
-            first = [r for r in saved["runs"] if r["repeat"] == 0]
-            saved["runs"] = [dict(r, repeat=n) for n in range(saved["config"]["repeats"])
-                             for r in first]
-
-        path = self.write("stretched.json", json.dumps(proof))
-        stretched = copy.deepcopy(proof)
-        stretch(stretched)
-        path = self.write("stretched.json", json.dumps(stretched))
-        with self.assertRaises(ValueError) as refused:
-            record.load(path)
-        self.assertIn("hold the same response id", str(refused.exception))
+                self.assertIn("pending receipt 3", text)
+                self.assertEqual(self.state["requests"][4:], [])
 
     def test_an_answer_outside_its_response_never_passes(self):
         def unreceipt(saved):  # the message item removed, answer_text made right
@@ -151,6 +136,28 @@ class SavedRecordAttackTest(Harness):
                       str(refused.exception))
 
 
+class ProofRecordAttackTest(Harness):
+    """A proof record edited on disk: a run of its own, without the default plan's."""
+
+    def test_proof_rows_copied_under_new_repeat_numbers_are_refused(self):
+        # One case: its five repeats are all a replay needs.
+        self.main("--models", "m2", "--prove", "0.5", "--cases", cases_file(self, "rate-limit"))
+        proof = self.record()
+
+        def stretch(saved):  # one real pass, replayed as every repeat
+            first = [r for r in saved["runs"] if r["repeat"] == 0]
+            saved["runs"] = [dict(r, repeat=n) for n in range(saved["config"]["repeats"])
+                             for r in first]
+
+        path = self.write("stretched.json", json.dumps(proof))
+        stretched = copy.deepcopy(proof)
+        stretch(stretched)
+        path = self.write("stretched.json", json.dumps(stretched))
+        with self.assertRaises(ValueError) as refused:
+            record.load(path)
+        self.assertIn("hold the same response id", str(refused.exception))
+
+
 class ReceiptOnTheWireTest(Harness):
     """Receipts the API gives: fetched answers must be the receipt's, dead
     runs are sent again, running ones are waited for, bad ids are refused."""
@@ -160,8 +167,9 @@ class ReceiptOnTheWireTest(Harness):
         self.state["drop_streams"] = 1
         self.before_request = lambda request: (
             request.method == "GET" and (_ for _ in ()).throw(KeyboardInterrupt))
-        with self.assertRaises(KeyboardInterrupt):
-            self.main()
+        with self.assertRaises(KeyboardInterrupt):  # row 0, and a row 1 after it
+            self.main("--models", regression.MODELS[0],
+                      "--cases", cases_file(self, "rate-limit", "temporary-overload"))
         self.before_request = None
         self.assertEqual(self.record()["pending"]["0"]["id"], "resp_sim_1")
         return self.state["stored"]["resp_sim_1"]
@@ -175,7 +183,7 @@ class ReceiptOnTheWireTest(Harness):
         self.assertNotEqual(row["response"]["id"], "resp_sim_999")
         self.assertIn("may have been paid twice", row["recovered"])
         self.assertIn("may have been paid twice", errors)
-        self.assertEqual(len(self.state["requests"]), 9)  # sent again, counted
+        self.assertEqual(len(self.state["requests"]), 3)  # row 0 sent again, counted; row 1 once
 
     def test_a_dead_agent_run_is_sent_again_on_resume(self):
         for status in ("failed", "cancelled", "requires_action"):
@@ -187,7 +195,7 @@ class ReceiptOnTheWireTest(Harness):
                 self.assertEqual(code, 0, output + errors)
                 row = self.record()["runs"][0]
                 self.assertIn(f"ended {status}", row["recovered"])
-                self.assertEqual(len(self.state["requests"]), 9)
+                self.assertEqual(len(self.state["requests"]), 3)  # row 0 twice, row 1 once
 
     def test_a_running_status_is_waited_for_by_its_id(self):
         case = regression.CASES[0]
@@ -237,8 +245,9 @@ class ReceiptOnTheWireTest(Harness):
                 raise ValueError("refused")
             return original(run, index, response_id)
 
-        with mock.patch.object(runs.Run, "received", refuse_first):
-            code, output, errors = self.main()
+        with mock.patch.object(runs.Run, "received", refuse_first):  # row 1 is not sent
+            code, output, errors = self.main("--models", regression.MODELS[0], "--cases",
+                                             cases_file(self, "rate-limit", "temporary-overload"))
         self.assertEqual(code, 2)
         self.assertIn("ReceiptNotKept", output)
         self.assertEqual(len(self.state["requests"]), 1)
@@ -266,7 +275,8 @@ class ReceiptOnTheWireTest(Harness):
         with mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": key}):
             self.state["unsafe_models"] = set()
             with mock.patch.object(regression, "reported_cost", lambda raw: "0.004200001"):
-                code, output, errors = self.main("--models", "m1")
+                code, output, errors = self.main("--models", "m1",
+                                                 "--cases", cases_file(self, "rate-limit"))
         self.assertIn(code, (0, 2), errors)
         self.assertNotIn("Traceback", errors)
         self.assertTrue(all(row["cost_usd"] is None for row in self.record()["runs"]))
@@ -353,14 +363,16 @@ class BatchIdTest(BatchHarness):
 
 class TheApiAsDocumentedTest(Harness):
     def test_force_search_sends_the_documented_tool_choice_and_records_it(self):
-        code, _, errors = self.main("--models", "m1", "--force-search")
+        code, _, errors = self.main("--models", "m1", "--force-search",
+                                    "--cases", cases_file(self, "rate-limit"))
         self.assertEqual(code, 0, errors)
         self.assertTrue(all(body["tool_choice"] == {"type": "web_search"}
                             for body in self.state["requests"]))
         self.assertEqual(self.record()["config"]["tool_choice"], {"type": "web_search"})
 
     def test_the_default_request_forces_nothing(self):
-        self.main("--models", "m1")
+        self.main("--models", "m1", "--cases", cases_file(self, "rate-limit"))
+        self.assertTrue(self.state["requests"])
         self.assertFalse(any("tool_choice" in body for body in self.state["requests"]))
         self.assertNotIn("tool_choice", self.record()["config"])
 
@@ -377,10 +389,11 @@ class TheApiAsDocumentedTest(Harness):
                             for body in self.state["requests"]))
 
     def test_forced_and_unforced_runs_are_not_compared(self):
-        self.main("--models", "m1", "--force-search")
+        cases = cases_file(self, "rate-limit")
+        self.main("--models", "m1", "--force-search", "--cases", cases)
         forced = self.out
         self.out = self.path("plain.json")
-        self.main("--models", "m1")
+        self.main("--models", "m1", "--cases", cases)
         code, output, errors = quiet(compare_runs.main, [forced, self.out])
         self.assertEqual(code, 2)
         self.assertIn("tool_choice", output + errors)
@@ -395,14 +408,16 @@ class TheApiAsDocumentedTest(Harness):
 
     def test_check_models_takes_a_dated_snapshot_and_skips_chat_models(self):
         self.state["models"] = ["openai/gpt-5.6-sol-2026-08-14"]
-        code, _, errors = self.main("--models", "openai/gpt-5.6-sol", "--check-models")
+        code, _, errors = self.main("--models", "openai/gpt-5.6-sol", "--check-models",
+                                    "--cases", cases_file(self, "rate-limit"))
         self.assertEqual(code, 0, errors)
 
     def test_an_unusable_model_list_is_said_in_one_line_and_the_run_goes_on(self):
         for name, change in (("empty", lambda: self.state.update(models=[])),):
             with self.subTest(name):
                 change()
-                code, _, errors = self.main("--models", "m1", "--check-models")
+                code, _, errors = self.main("--models", "m1", "--check-models",
+                                            "--cases", cases_file(self, "rate-limit"))
                 self.assertEqual(code, 0, errors)
                 self.assertIn("going on without checking the models", errors)
 
