@@ -14,6 +14,7 @@ import os
 import random
 import shlex
 import shutil
+import ssl
 import stat
 import sys
 import threading
@@ -2297,6 +2298,10 @@ class DemoClientTest(unittest.TestCase):
         self.assertEqual((options["api_key"], options["base_url"], options["max_retries"]),
                          (regression.DEMO_KEY, server.url, 0))
         self.assertFalse(options["http_client"].trust_env)  # no proxy ever sees loopback
+        # Plain HTTP: its TLS context loads no certificate, and would refuse any.
+        tls = options["http_client"]._transport._pool._ssl_context
+        self.assertEqual((tls.verify_mode, tls.check_hostname, tls.cert_store_stats()["x509_ca"]),
+                         (ssl.CERT_REQUIRED, True, 0))
         options["http_client"].close()
         # ids of this demo run alone: its start time names them
         self.assertEqual(server.state["id_prefix"],
