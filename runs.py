@@ -236,26 +236,17 @@ def money(text):
     return value
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class Run:
     """What one invocation runs and records, and the rows it has so far, in four
-    groups: what it asks, where it is saved, what it has, and how it is going."""
+    groups: what it asks, where it is saved, what it has, and how it is going.
+    Made by new_run, resume_run or regrade_run, every field by its name."""
 
-    # What it asks: the plan (entries, in __post_init__) is built from these.
+    # What it asks: the plan (entries, places, in __post_init__) is built from these.
     models: list
     cases: list
     repeats: int
     instructions: str
-    # Where it is saved: the record's path, its head and execution, the reports.
-    out: str
-    head: dict  # the record's fields before its runs
-    execution: dict  # settings that cannot change an answer
-    reports: dict  # "junit", "summary_md", "html" -> path or None
-    # What it has: the rows (plan index -> row), kept from a resumed record, then
-    # each finished one.
-    rows: dict
-    secrets: list  # what every row and message is redacted of
-    # --- what it asks (the rest) ---
     suite: dict = None  # what the run asks and how it judges: checker.BUILTIN_SUITE or a file's
     # regression.py's config, request and judge (config, request, judge, forced_search):
     # what a run asks with, given by the runner so that nothing here imports it.
@@ -263,13 +254,20 @@ class Run:
     cases_file: str = None  # the --cases or --suite file of a new run
     demo: str = None  # the demo's folder: a simulated API answers
     regrade: bool = False  # re-checks saved responses: sends nothing
-    # --- where it is saved (the rest) ---
+    # Where it is saved: the record's path, its head and execution, the reports.
+    out: str
+    head: dict  # the record's fields before its runs
+    execution: dict  # settings that cannot change an answer
+    reports: dict  # "junit", "summary_md", "html" -> path or None
     replace: bool = False  # resume: the record at out is rewritten in place
     lock: tuple = None  # a resume's lock on the record, taken before reading it
     record: object = None  # the open RecordFile, while the run may save into it
     copied: object = None  # () -> (index, whole row) the new record starts with
     saved_execution: dict = None  # a regrade: the regraded record's own execution
-    # --- what it has (the rest) ---
+    # What it has: the rows (plan index -> row), kept from a resumed record, then
+    # each finished one.
+    rows: dict
+    secrets: list  # what every row and message is redacted of
     # plan index -> {"id", "model", "case_id", "repeat"}: a request sent, its row not
     # yet saved; "id" is the response's id once it came back, null before that.
     pending: dict = dataclasses.field(default_factory=dict)
@@ -277,7 +275,7 @@ class Run:
     # "collected", ...}]}, each step saved before the next (see batching.py).
     batch: dict = None
     notes: list = dataclasses.field(default_factory=list)  # how far verdicts rest on receipts
-    # --- how it is going ---
+    # How it is going.
     started: bool = False  # the record exists on disk
     output_error: str = None  # why standard output failed mid-run
     progress: object = None  # the status line while answers are pending (Progress)
@@ -526,10 +524,11 @@ def new_run(args, secrets, ask):
             "suite": suite, "suite_sha256": suites.suite_sha256(suite)}
     if args.demo is not None:
         head["evidence"] = "synthetic"
-    return Run(models, cases, repeats, instructions, out, head, execution_of(args, out),
-               {name: getattr(args, name) for name in REPORTS}, {}, secrets,
-               demo=args.demo, batch={"parts": []} if args.batch else None,
-               cases_file=args.suite or args.cases, suite=suite, ask=ask)
+    return Run(models=models, cases=cases, repeats=repeats, instructions=instructions,
+               suite=suite, ask=ask, cases_file=args.suite or args.cases, demo=args.demo,
+               out=out, head=head, execution=execution_of(args, out),
+               reports={name: getattr(args, name) for name in REPORTS},
+               rows={}, secrets=secrets, batch={"parts": []} if args.batch else None)
 
 
 def read_saved(path):
@@ -570,9 +569,10 @@ def resume_run(args, path, secrets, ask):
     # Every kept row was judged again by this checker: the record says so from now on.
     head["checker_sha256"] = record.checker_sha256()
     head.update(suite=suite, suite_sha256=suites.suite_sha256(suite))
-    run = Run(models, cases, repeats, instructions, path, head, execution,
-              report_paths(execution, path), kept, secrets, replace=True,
-              pending=pending, batch=batch, suite=suite, ask=ask)
+    run = Run(models=models, cases=cases, repeats=repeats, instructions=instructions,
+              suite=suite, ask=ask, out=path, head=head, execution=execution,
+              reports=report_paths(execution, path), replace=True, rows=kept,
+              secrets=secrets, pending=pending, batch=batch)
     if batch is not None and args.max_cost is not None and any(
             part["batch_id"] is None for part in batch["parts"] or [{"batch_id": None}]):
         raise UserError("parts of its batch are not submitted yet, and a batch runs all its "
@@ -598,11 +598,12 @@ def regrade_run(args, path, secrets, ask):
                               "created_at": saved.get("created_at")}}
     if "evidence" in saved:
         head["evidence"] = saved["evidence"]
-    run = Run(models, cases, repeats, instructions, args.out or "regraded.json", head,
-              execution_of(args, args.out or "regraded.json"),
-              {name: getattr(args, name) for name in REPORTS},
-              {where[key]: row for key, row in rows.items()}, secrets, regrade=True, suite=suite,
-              ask=ask)
+    out = args.out or "regraded.json"
+    run = Run(models=models, cases=cases, repeats=repeats, instructions=instructions,
+              suite=suite, ask=ask, regrade=True, out=out, head=head,
+              execution=execution_of(args, out),
+              reports={name: getattr(args, name) for name in REPORTS},
+              rows={where[key]: row for key, row in rows.items()}, secrets=secrets)
     run.copied = functools.partial(copied_rows, path, where, set(rows), saved.whole)
     run.notes = record.evidence_notes(saved, rows, path)
     run.saved_execution = saved.get("execution")
