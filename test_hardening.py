@@ -555,6 +555,13 @@ if __name__ == "__main__":
     unittest.main()
 
 
+class SdkNamesTest(unittest.TestCase):
+    def test_only_the_sdks_names_load_on_first_use(self):
+        self.assertFalse(hasattr(regression, "NoSuchName"))  # not a silent None
+        with self.assertRaisesRegex(AttributeError, "has no attribute 'NoSuchName'"):
+            regression.NoSuchName  # noqa: B018 - the lookup is the test
+
+
 @slow("starts fresh interpreters: the subject is what a cold start imports")
 class ColdStartTest(unittest.TestCase):
     """--help, usage errors, --plan and compare_runs.py load neither the SDK nor httpx."""

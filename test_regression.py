@@ -1550,6 +1550,18 @@ class TrustTest(Harness):
         self.main("--resume", self.out, out=False)
         self.assertEqual(self.record()["execution"]["max_cost"], "5")
 
+    def test_a_missing_or_blank_key_is_one_line_and_nothing_is_sent(self):
+        for key, words in (("", "PERPLEXITY_API_KEY is not set; export your API key"),
+                           (" \t", "PERPLEXITY_API_KEY holds only whitespace; export your "
+                                   "real API key")):
+            with self.subTest(key=key), mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": key}):
+                with self.assertRaises(SystemExit) as raised, \
+                        contextlib.redirect_stderr(io.StringIO()) as errors:
+                    regression.main(["--out", self.out])
+                self.assertEqual(raised.exception.code, 2)
+                self.assertIn(words, errors.getvalue())
+                self.assertEqual((self.state["requests"], os.path.exists(self.out)), ([], False))
+
     @slow("runs the printed demo command in a new interpreter")
     def test_the_missing_key_hint_runs_the_demo(self):
         with mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": ""}):
