@@ -251,6 +251,14 @@ class PlanTest(Harness):
         self.assertIn("45 passes of at most 46 requests per pair, at most 368 requests", output)
         self.assertIn("99 %: 92.2 %", output)
 
+    def test_a_plan_of_a_plain_run_states_one_repeat_at_95_percent(self):
+        code, output, _ = self.main("--plan", "--models", regression.MODELS[0], out=False)
+        self.assertEqual(code, 0)
+        self.assertEqual(output.splitlines()[:2], [
+            "Plan: 1 repeat of 4 pairs (1 model x 4 cases): 4 requests.",
+            "per pair: 1 request; 1 of 1 pass would prove pass rate >= 5.0 % (95 %)"])
+        self.assertEqual((self.state["requests"], os.path.exists(self.out)), ([], False))
+
     def test_a_plan_refuses_what_the_run_would_refuse(self):
         self.write("taken.json", "{}")
         table = [(("--instructions", self.path("missing.txt")), "cannot read --instructions"),
