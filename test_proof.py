@@ -301,6 +301,22 @@ class PlanTest(Harness):
 
         self.assertTrue(record.derived_summary(record.load(old))["complete"])
 
+    def test_an_old_proof_record_resumes_with_no_allowed_failure(self):
+        self.before_request = lambda request, seen=[]: (
+            seen.append(1) or len(seen) == 3) and (_ for _ in ()).throw(KeyboardInterrupt)
+        with self.assertRaises(KeyboardInterrupt):
+            self.main("--prove", "0.5", "--models", regression.MODELS[1],
+                      "--cases", two_cases(self))
+        self.before_request = None
+        saved = self.record()
+        prove = saved["config"]["prove"]
+        saved["config"]["prove"] = {"rate": prove["rate"], "confidence": prove["confidence"],
+                                    "repeats": prove["repeats"], "max_repeats": prove["repeats"]}
+        code, output, _ = self.main("--resume", self.write("old.json", json.dumps(saved)),
+                                    out=False)
+        self.assertEqual(code, 0)
+        self.assertIn("no allowed failure: 5 passes in a row per pair", output.splitlines()[0])
+
     def test_proofs_compare_by_outcome_and_name_different_plans(self):
         import compare_runs
 
