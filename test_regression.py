@@ -2034,6 +2034,20 @@ class ReceiptTest(Harness):
         self.assertFalse(any("background" in body for body in self.state["requests"]))
         self.assertTrue(self.record()["execution"]["foreground"])
 
+    def test_a_foreground_answer_whose_id_is_not_an_id_is_an_execution_error(self):
+        original = simulated_api.agent_response
+
+        def slashed(*args):
+            return dict(original(*args), id="resp/../other")
+
+        with mock.patch.object(simulated_api, "agent_response", slashed):
+            code, _, _ = self.main("--foreground", *ONE_MODEL,
+                                   *cases_flag(self, regression.CASES[0]))
+        self.assertEqual(code, 2)
+        row = self.record()["runs"][0]
+        self.assertEqual((row["error"], row["reasons"]), ("BadResponseId", ["execution_error"]))
+        self.assertIn("a response id that is not an id", row["error_message"])
+
     def test_a_refusal_of_background_mode_says_to_use_foreground(self):
         self.state["no_background"] = True
         code, _, errors = self.main()
