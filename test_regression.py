@@ -21,6 +21,7 @@ import threading
 import time
 import types
 import unittest
+import warnings
 import xml.etree.ElementTree as ET
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
@@ -2424,6 +2425,22 @@ class DumpResponseTest(unittest.TestCase):
         self.assertNotIn(None, list(values(dumped)))
         self.assertEqual(dumped["id"], response.id)
         json.dumps(dumped, allow_nan=False)  # plain JSON data
+
+    def test_an_output_item_the_sdk_does_not_know_is_kept_without_a_warning(self):
+        original, item = simulated_api.agent_response, {"type": "new_kind", "id": "x1"}
+
+        def with_new_item(*args):
+            response = original(*args)
+            response["output"].insert(0, item)
+            return response
+
+        client = simulated_api.sdk_client(simulated_api.new_state(regression.CASES))
+        with mock.patch.object(simulated_api, "agent_response", with_new_item):
+            response = client.responses.create(model=regression.MODELS[0],
+                                                input=PAYMENT["question"])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the SDK's serializer warns on it by default
+            self.assertEqual(wire.dump_response(response)["output"][0], item)
 
 
 class WirePureTest(unittest.TestCase):
