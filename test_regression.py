@@ -885,6 +885,28 @@ class ResumeTest(Harness):
                 self.assertEqual(code, 0, errors)
                 self.assertEqual(read_json(self.out)["execution"]["resumed"], counted)
 
+    def test_a_resumed_record_holds_each_member_once(self):
+        def stop_at_the_third(request, seen=[]):
+            self.arrivals.append(time.monotonic())
+            seen.append(1)
+            if len(seen) == 3:
+                raise KeyboardInterrupt  # a receipt pending, its row not saved
+
+        self.before_request = stop_at_the_third
+        with self.assertRaises(KeyboardInterrupt):
+            self.main("--out", self.out, *ONE_MODEL)
+        self.assertIn("pending", read_json(self.out))
+        self.main("--resume", self.out)
+
+        def once(pairs):
+            names = [name for name, _ in pairs]
+            self.assertEqual(len(names), len(set(names)), names)
+            return dict(pairs)
+
+        saved = json.loads(read_text(self.out), object_pairs_hook=once)
+        self.assertEqual(len(saved["runs"]), 4)
+        self.assertNotIn("pending", saved)  # every receipt became its row
+
     def test_resume_keeps_good_rows_without_sending_them_again(self):
         cases = regression.CASES[:2]
         self.main("--out", self.out, *cases_flag(self, *cases))
