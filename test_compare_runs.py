@@ -913,6 +913,23 @@ class CliTest(Files, unittest.TestCase):
         self.assertEqual(errors.getvalue(),
                          "compare_runs.py: standard output is closed; no verdict\n")
 
+    def test_a_history_command_line_parses_with_the_history_options(self):
+        args, paths, _ = compare_runs.parse_args(["--history", "a.json", "--json", "h.json"])
+        self.assertEqual((args.history, args.json, paths), (["a.json"], "h.json", ["a.json"]))
+
+    def test_a_stdout_that_fails_mid_comparison_exits_2_naming_the_reason(self):
+        class Full(io.StringIO):
+            def write(self, text):
+                raise OSError(28, "No space left on device")
+
+        before, after = self.write("b.json", record()), self.write("a.json", record())
+        errors = io.StringIO()
+        with contextlib.redirect_stdout(Full()), contextlib.redirect_stderr(errors):
+            code = compare_runs.main([before, after])
+        self.assertEqual(code, 2)
+        self.assertEqual(errors.getvalue(), "compare_runs.py: cannot write the output "
+                                            "(No space left on device); no verdict\n")
+
     def test_history_flag_shows_the_history_of_the_records(self):
         path = self.write("a.json", record())
         for args in (["--history", path], [f"--history={path}"]):
