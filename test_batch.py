@@ -269,6 +269,11 @@ class BatchRecoveryTest(BatchHarness):
                 missing = [row for row in rows if row["error"]]
                 self.assertTrue(missing)
                 self.assertTrue(all(row["error"] == error for row in missing), missing)
+                [batch_id] = self.state["batches"]
+                for row in missing:
+                    self.assertTrue(row["error_message"].startswith(
+                        f"batch {batch_id} ended {outcome} without an answer for this row"),
+                        row["error_message"])
                 code, _, err = quiet(regression.main, hinted(err))  # exactly as printed
                 self.assertEqual(code, 1, err)
                 self.assertEqual(len(self.state["requests"]), len(missing))  # sent directly
