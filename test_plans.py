@@ -168,7 +168,16 @@ class ArgumentErrorTest(unittest.TestCase):
                  "the plan's runs must be a whole number of at least 2, not 1"),
                 (plans.repeats_bound, (0,), "repeats must be a whole number of at least 1, not 0"),
                 (plans.plan_size, (0.9, 1.0, 0),
-                 "the confidence must be above 0 and below 1, not 1.0")):
+                 "the confidence must be above 0 and below 1, not 1.0"),
+                (plans.qualify_exact, (0.5, 5, -1),
+                 "allowed failures must be a whole number of at least 0, not -1"),
+                (plans.qualify_exact, (0.5, 1, 1),
+                 "the plan's runs must be a whole number of at least 2, not 1"),
+                (plans.family_risk, (0.05, -1), "pairs must be a whole number of at least 0, "
+                                                "not -1"),
+                (plans.family_risk, (1.5, 2), "alpha must be from 0 to 1, not 1.5"),
+                (plans.all_pairs_text, (0.9, 0.05, 0),
+                 "pairs must be a whole number of at least 1, not 0")):
             with self.subTest(call=call.__name__, args=args):
                 with self.assertRaises(ValueError) as caught:
                     call(*args)
@@ -238,8 +247,9 @@ class ChanceTest(unittest.TestCase):
 
 class AllPairsTest(unittest.TestCase):
     def test_union_bound(self):
-        for alpha, pairs, bound in ((0.05, 8, 0.4), (0.05, 1, 0.05), (0.05, 20, 1.0),
-                                    (0.05, 30, 1.0), (Fraction(1, 20), 3, Fraction(3, 20))):
+        for alpha, pairs, bound in ((0.05, 8, 0.4), (0.05, 1, 0.05), (0.05, 0, 0.0),
+                                    (0.05, 20, 1.0), (0.05, 30, 1.0),
+                                    (Fraction(1, 20), 3, Fraction(3, 20))):
             with self.subTest(alpha=alpha, pairs=pairs):
                 self.assertEqual(plans.family_risk(alpha, pairs), bound)
 
