@@ -213,6 +213,10 @@ class PlanTest(Harness):
                                 "failed-precondition": 2, "ambiguous-payment": 13})
         self.assertEqual(len(self.state["requests"]), 13 + 14 + 2 + 13)
         self.assertEqual(code, 1)  # failed-precondition did not qualify
+        self.assertTrue(output.startswith(
+            "Plan: prove >= 70 % at 95 % for 4 pairs (1 model x 4 cases), at most 1 allowed "
+            "failure each: 13 passes of at most 14 requests per pair, at most 56 requests."),
+            output.splitlines()[0])
         summary = self.record()["summary"]["models"][regression.MODELS[0]]["cases"]
         self.assertTrue(summary["temporary-overload"]["qualified"])
         self.assertFalse(summary["failed-precondition"]["qualified"])

@@ -885,6 +885,21 @@ class ResumeTest(Harness):
                 self.assertEqual(code, 0, errors)
                 self.assertEqual(read_json(self.out)["execution"]["resumed"], counted)
 
+    def test_a_resume_keeps_saved_jobs_and_retries_only_within_their_ranges(self):
+        self.main("--out", self.out, *ONE_MODEL, *cases_flag(self, regression.CASES[0]))
+        table = [(("jobs", 1), 1), (("jobs", 32), 32), (("jobs", 0), 1), (("jobs", 33), 1),
+                 (("jobs", "4"), 1), (("retries", 0), 0), (("retries", 10), 10),
+                 (("retries", -1), 2), (("retries", 11), 2), (("retries", True), 2)]
+        for (name, saved_value), resumed in table:
+            with self.subTest(name=name, saved=saved_value):
+                saved = read_json(self.out)
+                saved["execution"].update(jobs=1, retries=2)
+                saved["execution"][name] = saved_value
+                write_text(self.out, json.dumps(saved))
+                code, _, errors = self.main("--resume", self.out)
+                self.assertEqual(code, 0, errors)
+                self.assertEqual(read_json(self.out)["execution"][name], resumed)
+
     def test_a_resumed_record_holds_each_member_once(self):
         def stop_at_the_third(request, seen=[]):
             self.arrivals.append(time.monotonic())
