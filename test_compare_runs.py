@@ -987,9 +987,9 @@ class UnfinishedRecordTest(unittest.TestCase):
 class UnfinishedByBudgetTest(Harness):
     def test_the_finish_command_of_a_record_stopped_by_its_budget_finishes_it(self):
         done, part = self.path("done.json"), self.path("part.json")
-        one_model = ("--models", regression.MODELS[0])  # 4 rows: the budget stops it after 2
-        self.main("--out", done, *one_model, out=False)
-        self.main("--out", part, "--max-cost", "0.01", *one_model, out=False)
+        # 8 rows: the budget stops it after 3, so the finish must pay for 5 more.
+        self.main("--out", done, out=False)
+        self.main("--out", part, "--max-cost", "0.01", out=False)
         code, output, _ = quiet(compare_runs.main, [done, part])
         self.assertEqual(code, 2)
         self.assertIn("--max-cost", output)  # the kept budget alone would send nothing

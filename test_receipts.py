@@ -140,8 +140,9 @@ class ProofRecordAttackTest(Harness):
     """A proof record edited on disk: a run of its own, without the default plan's."""
 
     def test_proof_rows_copied_under_new_repeat_numbers_are_refused(self):
-        # One case: its five repeats are all a replay needs.
-        self.main("--models", "m2", "--prove", "0.5", "--cases", cases_file(self, "rate-limit"))
+        # Two cases: a replayed row's copies are apart, with the other case's between.
+        self.main("--models", "m2", "--prove", "0.5",
+                  "--cases", cases_file(self, "rate-limit", "temporary-overload"))
         proof = self.record()
 
         def stretch(saved):  # one real pass, replayed as every repeat

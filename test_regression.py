@@ -1530,8 +1530,8 @@ class TrustTest(Harness):
         # the budget, so a hint that only doubled the budget would send nothing.
         gate, first = threading.Barrier(8, timeout=30), iter(range(8))
         self.before_request = lambda request: next(first, None) is not None and gate.wait()
-        code, _, errors = self.main("--max-cost", "0.01", "--jobs", "8", "--repeats", "3",
-                                    *ONE_MODEL)  # 12 rows: 8 in flight, 4 for the hint
+        # 24 rows: 8 in flight, then 16, more than --jobs 8 sends at once, for the hint.
+        code, _, errors = self.main("--max-cost", "0.01", "--jobs", "8", "--repeats", "3")
         self.before_request = None
         self.assertEqual(code, 2)
         self.assertEqual(errors.count("Stopped: the reported cost"), 1)
@@ -1540,7 +1540,7 @@ class TrustTest(Harness):
         self.assertGreater(spent, 2 * Decimal("0.01"))  # so doubling would send nothing
         code, _, errors = quiet(regression.main, hinted_args(errors, "larger budget: "))
         self.assertEqual(code, 0, errors)  # raised for what is missing: it finishes
-        self.assertEqual(len(self.record()["runs"]), 12)
+        self.assertEqual(len(self.record()["runs"]), 24)
 
     def test_the_budget_stop_counts_the_requests_still_in_flight(self):
         for jobs, words in (("1", "no new request starts.\n"),
@@ -1638,7 +1638,9 @@ class InstructionsAndRegradeTest(Harness):
                 self.assertEqual(self.state["requests"], [])
 
     def test_regrade_rechecks_saved_answers_with_this_checker_and_sends_nothing(self):
-        self.main()  # both models: the stricter checker fails each one's rate-limit row
+        # Both models, two repeats (the second asks them in the other order, which
+        # the regrade keeps): the stricter checker fails each one's rate-limit rows.
+        self.main("--repeats", "2", *cases_flag(self, CASE["rate-limit"], PAYMENT))
         sent = len(self.state["requests"])
         original = self.record()
         new = self.path("regraded.json")

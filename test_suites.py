@@ -457,14 +457,15 @@ class SuiteRunTest(Harness):
 
     def test_a_suite_record_is_regraded_and_resumed_without_the_suite_file(self):
         self.use(SUPPORT_SUITE)
-        self.main("--suite", SUPPORT_SUITE, "--models", "m1")
+        # Two repeats: a regrade and a resume keep the saved order of each.
+        self.main("--suite", SUPPORT_SUITE, "--models", "m1", "--repeats", "2")
         saved = self.record()
         saved["runs"] = saved["runs"][:3]  # an interrupted run
         os.chmod(self.out, 0o600)
         write_text(self.out, json.dumps(saved))
         code, _, errors = self.main("--resume", self.out, out=False)
         self.assertEqual(code, 0, errors)
-        self.assertEqual(len(self.record()["runs"]), 6)  # each of the suite's 6 cases
+        self.assertEqual(len(self.record()["runs"]), 12)  # the suite's 6 cases, twice
         code, _, errors = self.main("--regrade", self.out, "--out", self.path("re.json"),
                                     out=False)
         self.assertEqual(code, 0, errors)
