@@ -7,9 +7,7 @@ moves one stage per poll.
 
 import contextlib
 import io
-import json
 import os
-import re
 import shlex
 import signal
 import subprocess
@@ -32,13 +30,6 @@ MODELS = ["openai/gpt-5.6-sol", "offline/hasty"]  # the simulated API's unsafe m
 POLLS = (batching.FIRST_POLL_SECONDS, batching.MAX_POLL_SECONDS)  # as shipped: the harness
                                                                   # makes both 0
 POLL_FAILURES = 5  # failed polls in a row a run rides out (a network blip); the next stops it
-CASE = {case["id"]: case for case in regression.CASES}
-
-
-def cases_file(test, *ids):
-    """A cases file in the test's folder of the built-in cases named, for a test
-    whose other cases play no part (each is a request, or a row to judge)."""
-    return test.write("cases.json", json.dumps([CASE[case_id] for case_id in ids]))
 
 
 class BatchHarness(Harness):
@@ -164,7 +155,7 @@ class BatchRunTest(BatchHarness):
         self.batch()
         direct_out = self.path("direct.json")  # its row 0 alone is compared: one request
         quiet(regression.main, ["--foreground", "--models", MODELS[0], "--out", direct_out,
-                                "--cases", cases_file(self, "rate-limit")])
+                                "--cases", self.cases_file("rate-limit")])
         direct = set(read_json(direct_out)["runs"][0])
         for row in self.record()["runs"]:
             self.assertEqual(set(row), direct - {"attempts", "waited_seconds"} | {"batch"})
@@ -262,7 +253,7 @@ class BatchRecoveryTest(BatchHarness):
                 self.state["batch_outcome"] = outcome
                 # Two cases, four rows: an expired or cancelled batch answers the rate-limit
                 # pair and leaves the payment pair, the unsafe model's failure (exit 1).
-                code, _, err = self.batch("--cases", cases_file(self, "rate-limit",
+                code, _, err = self.batch("--cases", self.cases_file("rate-limit",
                                                                 "ambiguous-payment"))
                 self.assertEqual(code, 2, err)
                 rows = self.record()["runs"]
@@ -411,7 +402,7 @@ class BatchPollTest(BatchHarness):
                 self.stopped = Stopped()
 
         self.state["batch_rows_per_poll"] = 1  # 12 rows: 14 polls, 13 waits between them
-        cases = cases_file(self, "rate-limit", "temporary-overload", "ambiguous-payment")
+        cases = self.cases_file("rate-limit", "temporary-overload", "ambiguous-payment")
         with mock.patch.object(batching, "FIRST_POLL_SECONDS", POLLS[0]), \
                 mock.patch.object(batching, "MAX_POLL_SECONDS", POLLS[1]), \
                 mock.patch.object(regression, "Pause", Pause):

@@ -12,7 +12,6 @@ import xml.etree.ElementTree as ET
 
 import checker
 import regression
-from test_regression import CASE, PAYMENT
 from testing import Harness, quiet, read_json, read_text, slow
 
 
@@ -53,7 +52,8 @@ class BoundTest(unittest.TestCase):
 class StatedBoundsTest(Harness):
     def test_every_view_states_the_bound_at_the_chosen_confidence(self):
         code, output, _ = self.main("--repeats", "3", "--confidence", "0.9",
-                                    "--models", regression.MODELS[0], "--junit", self.path("j.xml"), "--html", self.path("p.html"),
+                                    "--models", regression.MODELS[0],
+                                    "--junit", self.path("j.xml"), "--html", self.path("p.html"),
                                     "--summary-md", self.path("s.md"))
         self.assertEqual(code, 0)
         self.assertIn("rate-limit 3/3 pass rate >= 46.4 % (90 %)", output)  # 0.1 ** (1/3)
@@ -74,9 +74,7 @@ class StatedBoundsTest(Harness):
                 regression.main(["--out", self.out, "--confidence", value])
 
 
-def two_cases(test):
-    """A cases file of a case every model passes and the payment case."""
-    return test.write("two.json", json.dumps([CASE["rate-limit"], PAYMENT]))
+TWO_CASES = ("rate-limit", "ambiguous-payment")  # one every model passes, and the payment case
 
 
 class ProveTest(Harness):
@@ -89,7 +87,7 @@ class ProveTest(Harness):
             with self.subTest(jobs=jobs):
                 self.state["requests"].clear()
                 out = self.path(f"p{jobs}.json")
-                cases = two_cases(self)
+                cases = self.cases_file(*TWO_CASES)
                 code, output, _ = self.main("--out", out, "--prove", "0.9", "--jobs", jobs,
                                             "--models", regression.MODELS[0], "--cases", cases,
                                             "--junit", self.path(f"j{jobs}.xml"), out=False)
@@ -111,7 +109,7 @@ class ProveTest(Harness):
     def test_a_model_that_passes_every_pair_is_qualified_at_the_rate(self):
         self.state["unsafe_models"] = set()
         code, output, _ = self.main("--prove", "0.5", "--models", regression.MODELS[1],
-                                    "--cases", two_cases(self))
+                                    "--cases", self.cases_file(*TWO_CASES))
         self.assertEqual(code, 0)
         self.assertIn("QUALIFIED: every model, each case >= 50 % at 95 %", output)
         self.assertEqual(len(self.state["requests"]), 5 * 2)  # 0.05 ** (1/5) >= 0.5
@@ -161,7 +159,7 @@ class ProveTest(Harness):
 
         self.state["unsafe_models"] = set()
         before, after = self.path("before.json"), self.path("after.json")
-        cases = two_cases(self)
+        cases = self.cases_file(*TWO_CASES)
         self.main("--out", before, "--prove", "0.5", "--models", regression.MODELS[0],
                   "--cases", cases, out=False)
         self.state["unsafe_models"] = {regression.MODELS[0]}
@@ -237,7 +235,8 @@ class PlanTest(Harness):
     def test_an_allowed_failure_still_qualifies_and_exits_0(self):
         self.wrong_at({"rate-limit": {3}})
         code, output, _ = self.main("--prove", "0.5", "--allow-failures", "1",
-                                    "--models", regression.MODELS[0], "--cases", two_cases(self))
+                                    "--models", regression.MODELS[0],
+                                    "--cases", self.cases_file(*TWO_CASES))
         self.assertEqual(code, 0, output)
         self.assertEqual(len(self.state["requests"]), 2 * 7 + 1)  # 7 passes each, 1 failure
         self.assertIn("QUALIFIED: every model, each case >= 50 % at 95 % (at most 1 allowed "
@@ -295,7 +294,8 @@ class PlanTest(Harness):
         self.assertEqual(len(self.state["requests"]), stated)
 
     def test_an_old_proof_record_reads_as_no_allowed_failure(self):
-        self.main("--prove", "0.5", "--models", regression.MODELS[0], "--cases", two_cases(self))
+        self.main("--prove", "0.5", "--models", regression.MODELS[0],
+                  "--cases", self.cases_file(*TWO_CASES))
         saved = self.record()
         prove = saved["config"]["prove"]
         saved["config"]["prove"] = {"rate": prove["rate"], "confidence": prove["confidence"],
@@ -310,7 +310,7 @@ class PlanTest(Harness):
             seen.append(1) or len(seen) == 3) and (_ for _ in ()).throw(KeyboardInterrupt)
         with self.assertRaises(KeyboardInterrupt):
             self.main("--prove", "0.5", "--models", regression.MODELS[1],
-                      "--cases", two_cases(self))
+                      "--cases", self.cases_file(*TWO_CASES))
         self.before_request = None
         saved = self.record()
         prove = saved["config"]["prove"]
@@ -326,7 +326,7 @@ class PlanTest(Harness):
 
         self.state["unsafe_models"] = set()
         before, after = self.path("before.json"), self.path("after.json")
-        cases = two_cases(self)
+        cases = self.cases_file(*TWO_CASES)
         self.main("--out", before, "--prove", "0.5", "--models", regression.MODELS[0],
                   "--cases", cases, out=False)
         self.wrong_at({"rate-limit": {2}})

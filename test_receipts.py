@@ -26,7 +26,7 @@ import runs
 import wire
 import sending
 import simulated_api
-from test_batch import BatchHarness, cases_file
+from test_batch import BatchHarness
 from testing import KEY, Harness, quiet, read_json, read_text
 
 
@@ -40,7 +40,7 @@ class SavedRecordAttackTest(Harness):
         # Two models on row 0's rate-limit case and the payment case (the unsafe model's
         # failure) are all the attacks take: runs 1-4, the payment rows runs 3 and 4.
         self.main("--models", "openai/gpt-5.6-sol", "m2",
-                  "--cases", cases_file(self, "rate-limit", "ambiguous-payment"))
+                  "--cases", self.cases_file("rate-limit", "ambiguous-payment"))
         self.saved = self.record()
 
     def edited(self, change, name="edited.json"):
@@ -142,7 +142,7 @@ class ProofRecordAttackTest(Harness):
     def test_proof_rows_copied_under_new_repeat_numbers_are_refused(self):
         # Two cases: a replayed row's copies are apart, with the other case's between.
         self.main("--models", "m2", "--prove", "0.5",
-                  "--cases", cases_file(self, "rate-limit", "temporary-overload"))
+                  "--cases", self.cases_file("rate-limit", "temporary-overload"))
         proof = self.record()
 
         def stretch(saved):  # one real pass, replayed as every repeat
@@ -170,7 +170,7 @@ class ReceiptOnTheWireTest(Harness):
             request.method == "GET" and (_ for _ in ()).throw(KeyboardInterrupt))
         with self.assertRaises(KeyboardInterrupt):  # row 0, and a row 1 after it
             self.main("--models", regression.MODELS[0],
-                      "--cases", cases_file(self, "rate-limit", "temporary-overload"))
+                      "--cases", self.cases_file("rate-limit", "temporary-overload"))
         self.before_request = None
         self.assertEqual(self.record()["pending"]["0"]["id"], "resp_sim_1")
         return self.state["stored"]["resp_sim_1"]
@@ -248,7 +248,7 @@ class ReceiptOnTheWireTest(Harness):
 
         with mock.patch.object(runs.Run, "received", refuse_first):  # row 1 is not sent
             code, output, errors = self.main("--models", regression.MODELS[0], "--cases",
-                                             cases_file(self, "rate-limit", "temporary-overload"))
+                                             self.cases_file("rate-limit", "temporary-overload"))
         self.assertEqual(code, 2)
         self.assertIn("ReceiptNotKept", output)
         self.assertEqual(len(self.state["requests"]), 1)
@@ -277,7 +277,7 @@ class ReceiptOnTheWireTest(Harness):
             self.state["unsafe_models"] = set()
             with mock.patch.object(regression, "reported_cost", lambda raw: "0.004200001"):
                 code, output, errors = self.main("--models", "m1",
-                                                 "--cases", cases_file(self, "rate-limit"))
+                                                 "--cases", self.cases_file("rate-limit"))
         self.assertIn(code, (0, 2), errors)
         self.assertNotIn("Traceback", errors)
         self.assertTrue(all(row["cost_usd"] is None for row in self.record()["runs"]))
@@ -365,14 +365,14 @@ class BatchIdTest(BatchHarness):
 class TheApiAsDocumentedTest(Harness):
     def test_force_search_sends_the_documented_tool_choice_and_records_it(self):
         code, _, errors = self.main("--models", "m1", "--force-search",
-                                    "--cases", cases_file(self, "rate-limit"))
+                                    "--cases", self.cases_file("rate-limit"))
         self.assertEqual(code, 0, errors)
         self.assertTrue(all(body["tool_choice"] == {"type": "web_search"}
                             for body in self.state["requests"]))
         self.assertEqual(self.record()["config"]["tool_choice"], {"type": "web_search"})
 
     def test_the_default_request_forces_nothing(self):
-        self.main("--models", "m1", "--cases", cases_file(self, "rate-limit"))
+        self.main("--models", "m1", "--cases", self.cases_file("rate-limit"))
         self.assertTrue(self.state["requests"])
         self.assertFalse(any("tool_choice" in body for body in self.state["requests"]))
         self.assertNotIn("tool_choice", self.record()["config"])
@@ -390,7 +390,7 @@ class TheApiAsDocumentedTest(Harness):
                             for body in self.state["requests"]))
 
     def test_forced_and_unforced_runs_are_not_compared(self):
-        cases = cases_file(self, "rate-limit")
+        cases = self.cases_file("rate-limit")
         self.main("--models", "m1", "--force-search", "--cases", cases)
         forced = self.out
         self.out = self.path("plain.json")
@@ -410,7 +410,7 @@ class TheApiAsDocumentedTest(Harness):
     def test_check_models_takes_a_dated_snapshot_and_skips_chat_models(self):
         self.state["models"] = ["openai/gpt-5.6-sol-2026-08-14"]
         code, _, errors = self.main("--models", "openai/gpt-5.6-sol", "--check-models",
-                                    "--cases", cases_file(self, "rate-limit"))
+                                    "--cases", self.cases_file("rate-limit"))
         self.assertEqual(code, 0, errors)
 
     def test_an_unusable_model_list_is_said_in_one_line_and_the_run_goes_on(self):
@@ -418,7 +418,7 @@ class TheApiAsDocumentedTest(Harness):
             with self.subTest(name):
                 change()
                 code, _, errors = self.main("--models", "m1", "--check-models",
-                                            "--cases", cases_file(self, "rate-limit"))
+                                            "--cases", self.cases_file("rate-limit"))
                 self.assertEqual(code, 0, errors)
                 self.assertIn("going on without checking the models", errors)
 

@@ -108,12 +108,6 @@ def full_rows(models, repeats):
 ONE_MODEL = ("--models", regression.MODELS[0])
 
 
-def cases_flag(test, *cases):
-    """--cases with a file of the given built-in cases in the test's folder (the
-    simulated API answers every built-in case)."""
-    return ("--cases", test.write("some-cases.json", json.dumps(list(cases))))
-
-
 def sdk_client(state, before_request=None):
     return simulated_api.sdk_client(state, before_request, api_key="test-key",
                                     max_retries=0, timeout=180)
@@ -872,7 +866,7 @@ class ResumeTest(Harness):
         self.assertEqual(os.listdir(self.folder), ["r.json"])
 
     def test_each_resume_is_counted_and_a_count_that_is_no_number_starts_again(self):
-        self.main("--out", self.out, *ONE_MODEL, *cases_flag(self, regression.CASES[0]))
+        self.main("--out", self.out, *ONE_MODEL, "--cases", self.cases_file("rate-limit"))
         for saved_count, counted in ((None, 1), (1, 2), ("x", 1), (True, 1)):
             with self.subTest(saved=saved_count):
                 saved = read_json(self.out)
@@ -886,7 +880,7 @@ class ResumeTest(Harness):
                 self.assertEqual(read_json(self.out)["execution"]["resumed"], counted)
 
     def test_a_resume_keeps_saved_jobs_and_retries_only_within_their_ranges(self):
-        self.main("--out", self.out, *ONE_MODEL, *cases_flag(self, regression.CASES[0]))
+        self.main("--out", self.out, *ONE_MODEL, "--cases", self.cases_file("rate-limit"))
         table = [(("jobs", 1), 1), (("jobs", 32), 32), (("jobs", 0), 1), (("jobs", 33), 1),
                  (("jobs", "4"), 1), (("retries", 0), 0), (("retries", 10), 10),
                  (("retries", -1), 2), (("retries", 11), 2), (("retries", True), 2)]
@@ -924,7 +918,7 @@ class ResumeTest(Harness):
 
     def test_resume_keeps_good_rows_without_sending_them_again(self):
         cases = regression.CASES[:2]
-        self.main("--out", self.out, *cases_flag(self, *cases))
+        self.main("--out", self.out, "--cases", self.cases_file(*(case["id"] for case in cases)))
         record = read_json(self.out)
         del record["runs"][1:3]  # a gap across both models and both cases
         with open(self.out, "w", encoding="utf-8") as handle:
@@ -959,7 +953,7 @@ class ResumeTest(Harness):
                              regression.MODELS, regression.CASES, 2)])
 
     def test_resume_refusals_name_the_problem_and_touch_nothing(self):
-        self.main("--out", self.out, *ONE_MODEL, *cases_flag(self, regression.CASES[0]))
+        self.main("--out", self.out, *ONE_MODEL, "--cases", self.cases_file("rate-limit"))
         original = read_json(self.out)
 
         def variant(change):
@@ -1140,7 +1134,7 @@ class BudgetAndProgressTest(Harness):
 
     def test_settings_that_cannot_change_answers_live_in_execution(self):
         self.main("--junit", self.path("j.xml"), "--summary-md", self.path("s.md"),
-                  "--max-cost", "5", *ONE_MODEL, *cases_flag(self, regression.CASES[0]))
+                  "--max-cost", "5", *ONE_MODEL, "--cases", self.cases_file("rate-limit"))
         record = self.record()
         self.assertEqual(record["execution"]["junit"], "j.xml")  # beside the record
         self.assertEqual(record["execution"]["summary_md"], "s.md")
@@ -1226,7 +1220,7 @@ class TrustTest(Harness):
                   "status": "failed", "output": [],
                   "error": {"code": "agent_error", "message": "the agent crashed"}}
         self.state["faults"] = [(200, [], failed)]
-        code, output, errors = self.main(*ONE_MODEL, *cases_flag(self, regression.CASES[0]))
+        code, output, errors = self.main(*ONE_MODEL, "--cases", self.cases_file("rate-limit"))
         self.assertEqual(code, 2)
         row = self.record()["runs"][0]
         self.assertEqual((row["error"], row["reasons"]), ("AgentRunFailed", ["execution_error"]))
@@ -1285,7 +1279,7 @@ class TrustTest(Harness):
     def test_the_key_echoed_in_any_form_reaches_no_view(self):
         paths = {"--junit": self.path("j.xml"), "--summary-md": self.path("s.md"),
                  "--html": self.path("page.html")}
-        one_row = [*ONE_MODEL, *cases_flag(self, regression.CASES[0])]  # its answer echoes it
+        one_row = [*ONE_MODEL, "--cases", self.cases_file("rate-limit")]  # its answer echoes it
         for name, echoed, escaped in (("as sent", KEY, 0), ("upper case", KEY.upper(), 0),
                                       ("in JSON escapes", KEY, len(KEY)),
                                       ("partly escaped", KEY.upper(), 3)):
@@ -1315,7 +1309,7 @@ class TrustTest(Harness):
         with mock.patch.dict(os.environ, {"PERPLEXITY_API_KEY": " " + key}), \
                 self.key_in_every_answer(key), \
                 mock.patch.object(simulated_api, "agent_response", with_numbers):
-            self.main(*ONE_MODEL, *cases_flag(self, regression.CASES[0]))
+            self.main(*ONE_MODEL, "--cases", self.cases_file("rate-limit"))
         text = read_text(self.out)
         json.loads(text)
         self.assertNotIn(key, text)
@@ -1329,7 +1323,7 @@ class TrustTest(Harness):
             return response
 
         with mock.patch.object(simulated_api, "agent_response", with_nan):
-            self.main(*ONE_MODEL, *cases_flag(self, regression.CASES[0]))
+            self.main(*ONE_MODEL, "--cases", self.cases_file("rate-limit"))
 
         def refuse(constant):
             raise ValueError(f"non-standard JSON: {constant}")
@@ -1339,7 +1333,7 @@ class TrustTest(Harness):
         self.assertIsNone(saved["runs"][0]["cost_usd"])
 
     def test_a_record_of_another_writer_holding_nan_is_read_and_rewritten(self):
-        self.main(*ONE_MODEL, *cases_flag(self, regression.CASES[0]))
+        self.main(*ONE_MODEL, "--cases", self.cases_file("rate-limit"))
         saved = self.record()
         saved["checker_sha256"] = "0" * 64  # another runner's record, judged again here
         saved["created_at"] = float("nan")  # json.dump writes NaN and Infinity as is
@@ -1360,7 +1354,7 @@ class TrustTest(Harness):
         with mock.patch.object(simulated_api, "answer_for",
                                lambda *args: original(*args) + hostile):
             code, output, _ = self.main("--junit", self.path("j.xml"), *ONE_MODEL,
-                                        *cases_flag(self, regression.CASES[0]))
+                                        "--cases", self.cases_file("rate-limit"))
         self.assertEqual(code, 1)  # the answer is no longer JSON: invalid_json
         ET.parse(self.path("j.xml"))  # still well-formed XML
         self.assertNotIn("\x1b", output)
@@ -1394,7 +1388,7 @@ class TrustTest(Harness):
         self.assertEqual(self.record()["config"]["instructions"], "Advise, never execute.\n")
 
     def test_resume_refuses_a_verdict_without_evidence(self):
-        self.main(*cases_flag(self, regression.CASES[0]))  # 2 rows: one edited, one dropped
+        self.main("--cases", self.cases_file("rate-limit"))  # 2 rows: one edited, one dropped
         saved = self.record()
         table = [("no response", dict(response=None, reasons=["wrong_next_action"],
                                       passed=False), "no saved response"),
@@ -1414,7 +1408,7 @@ class TrustTest(Harness):
 
     def test_resume_takes_the_lock_before_it_reads_the_record(self):
         self.state["faults"] = [simulated_api.error(401, "bad key")]
-        self.main(*ONE_MODEL, *cases_flag(self, regression.CASES[0]))
+        self.main(*ONE_MODEL, "--cases", self.cases_file("rate-limit"))
         real_read = regression.record.load
         held = []
 
@@ -1433,7 +1427,8 @@ class TrustTest(Harness):
     def test_resume_refuses_a_row_edited_to_pass(self):
         self.state["unsafe_models"] = {regression.MODELS[0]}
         self.state["faults"] = [None] * 0
-        self.main(*cases_flag(self, PAYMENT))  # the unsafe row first, the safe one dropped
+        # The unsafe row first, the safe one dropped.
+        self.main("--cases", self.cases_file("ambiguous-payment"))
         saved = self.record()
         unsafe = next(r for r in saved["runs"] if not r["passed"])
         unsafe.update(passed=True, reasons=[])
@@ -1447,7 +1442,7 @@ class TrustTest(Harness):
     def test_resume_refreshes_the_reports_of_the_record(self):
         self.state["faults"] = [simulated_api.error(401, "bad key")]
         self.main("--junit", self.path("j.xml"), "--summary-md", self.path("s.md"),
-                  *cases_flag(self, regression.CASES[0]))  # 2 rows: an error, one skipped
+                  "--cases", self.cases_file("rate-limit"))  # 2 rows: an error, one skipped
         self.assertIn("<skipped", read_text(self.path("j.xml")))
         before = read_text(self.path("s.md"))
         code, _, _ = self.main("--resume", self.out, out=False)
@@ -1483,14 +1478,14 @@ class TrustTest(Harness):
     def test_a_report_name_as_long_as_its_folder_allows_is_written(self):
         page = self.path("p" * 245 + ".html")
         code, _, errors = self.main("--html", page, *ONE_MODEL,
-                                    *cases_flag(self, regression.CASES[0]))
+                                    "--cases", self.cases_file("rate-limit"))
         self.assertEqual(code, 0, errors)
         self.assertIn("<!DOCTYPE html>", read_text(page))
 
     def test_markdown_views_make_no_link_image_or_html_from_a_model_name(self):
         model = "<img src=x onerror=alert(1)>![x](https://example.com/t.png)"
         code, output, _ = self.main("--models", model, "--summary-md", self.path("s.md"),
-                                    *cases_flag(self, regression.CASES[0]))
+                                    "--cases", self.cases_file("rate-limit"))
         self.assertEqual(code, 0, output)
         text = read_text(self.path("s.md"))
         self.assertNotRegex(text, r"(?<!\\)<img")  # a \< shows as text, starts no tag
@@ -1584,7 +1579,7 @@ class TrustTest(Harness):
 
     def test_resume_keeps_the_record_budget_unless_a_new_one_is_given(self):
         self.state["faults"] = [simulated_api.error(401, "bad key")]
-        self.main("--max-cost", "5", *ONE_MODEL, *cases_flag(self, regression.CASES[0]))
+        self.main("--max-cost", "5", *ONE_MODEL, "--cases", self.cases_file("rate-limit"))
         self.main("--resume", self.out, out=False)
         self.assertEqual(self.record()["execution"]["max_cost"], "5")
 
@@ -1640,7 +1635,7 @@ class InstructionsAndRegradeTest(Harness):
     def test_regrade_rechecks_saved_answers_with_this_checker_and_sends_nothing(self):
         # Both models, two repeats (the second asks them in the other order, which
         # the regrade keeps): the stricter checker fails each one's rate-limit rows.
-        self.main("--repeats", "2", *cases_flag(self, CASE["rate-limit"], PAYMENT))
+        self.main("--repeats", "2", "--cases", self.cases_file("rate-limit", "ambiguous-payment"))
         sent = len(self.state["requests"])
         original = self.record()
         new = self.path("regraded.json")
@@ -1668,7 +1663,7 @@ class InstructionsAndRegradeTest(Harness):
 
     def test_regrading_an_unfinished_record_names_the_command_that_finishes_it(self):
         self.state["faults"] = [simulated_api.error(401, "bad key")]
-        self.main(*cases_flag(self, regression.CASES[0]))  # an error and a row never sent
+        self.main("--cases", self.cases_file("rate-limit"))  # an error and a row never sent
         code, output, _ = self.main("--regrade", self.out, "--out", self.path("g.json"),
                                     out=False)
         self.assertEqual(code, 2)
@@ -1722,7 +1717,8 @@ class EvidenceTest(Harness):
         return results
 
     def test_every_reader_refuses_a_failing_row_edited_to_pass(self):
-        payment = cases_flag(self, PAYMENT)  # the case the unsafe model fails, on both models
+        # The case the unsafe model fails, on both models.
+        payment = ("--cases", self.cases_file("ambiguous-payment"))
         self.main(*payment)
 
         def to_pass(saved):
@@ -1740,7 +1736,8 @@ class EvidenceTest(Harness):
                 self.assertEqual(len(text.strip().splitlines()), 1, text)
 
     def test_every_reader_refuses_a_failing_row_moved_onto_the_other_model(self):
-        payment = cases_flag(self, PAYMENT)  # the case the unsafe model fails, on both models
+        # The case the unsafe model fails, on both models.
+        payment = ("--cases", self.cases_file("ambiguous-payment"))
         self.main(*payment)
         safe, unsafe = regression.MODELS[1], regression.MODELS[0]
 
@@ -1756,7 +1753,8 @@ class EvidenceTest(Harness):
                 self.assertIn("does not match its saved response", text)
 
     def test_a_moved_row_of_an_older_checker_fails_as_answered_by_another_model(self):
-        self.main(*cases_flag(self, PAYMENT))  # the case the unsafe model fails, on both models
+        # The case the unsafe model fails, on both models.
+        self.main("--cases", self.cases_file("ambiguous-payment"))
         safe, unsafe = regression.MODELS[1], regression.MODELS[0]
 
         def swap(saved):
@@ -1777,7 +1775,8 @@ class EvidenceTest(Harness):
 
     def test_resume_of_a_record_made_by_another_checker_judges_it_again_and_says_so(self):
         self.state["unsafe_models"] = set()
-        self.main(*cases_flag(self, PAYMENT))  # 2 rows: one kept, one left to resume
+        # 2 rows: one kept, one left to resume.
+        self.main("--cases", self.cases_file("ambiguous-payment"))
         path = self.edited(lambda saved: saved.update(checker_sha256="0" * 64))
         code, output, _ = self.main("--resume", path, out=False)
         self.assertEqual(code, 0)
@@ -1785,7 +1784,8 @@ class EvidenceTest(Harness):
         self.assertEqual(self.record(path)["checker_sha256"], record.checker_sha256())
 
     def test_resume_refuses_an_edited_cost_and_a_demo_record(self):
-        self.main(*cases_flag(self, PAYMENT))  # 2 rows: the first edited, the last dropped
+        # 2 rows: the first edited, the last dropped.
+        self.main("--cases", self.cases_file("ambiguous-payment"))
         for name, edit, words in (
                 ("an edited cost", lambda saved: saved["runs"][0].update(cost_usd="0"),
                  "its saved cost_usd does not match its saved response"),
@@ -1800,7 +1800,8 @@ class EvidenceTest(Harness):
                 self.assertEqual(len(self.state["requests"]), sent)
 
     def test_a_row_missing_any_field_is_one_line_and_exit_2(self):
-        self.main(*cases_flag(self, PAYMENT))  # 2 rows: the first edited, the last dropped
+        # 2 rows: the first edited, the last dropped.
+        self.main("--cases", self.cases_file("ambiguous-payment"))
         for field in record.ROW_FIELDS:  # the one validator every reader uses
             with self.subTest(field):
                 saved = self.record()
@@ -1832,7 +1833,7 @@ class EvidenceTest(Harness):
         with mock.patch.object(wire, "MAX_RESPONSE_CHARS", 100), \
                 mock.patch.object(wire, "RESPONSE_HEAD_CHARS", 50):
             # The unsafe model's payment row: its resume, sent whole, is a failure.
-            code, _, _ = self.main(*ONE_MODEL, *cases_flag(self, PAYMENT))
+            code, _, _ = self.main(*ONE_MODEL, "--cases", self.cases_file("ambiguous-payment"))
         self.assertEqual(code, 2)
         row = self.record()["runs"][0]
         self.assertEqual(row["error"], "ResponseTooLarge")
@@ -1844,7 +1845,7 @@ class EvidenceTest(Harness):
 
     def test_a_deeply_nested_answer_is_invalid_json_not_an_execution_error(self):
         with mock.patch.object(simulated_api, "answer_for", lambda *args: "[" * 100_000):
-            code, _, _ = self.main(*ONE_MODEL, *cases_flag(self, regression.CASES[0]))
+            code, _, _ = self.main(*ONE_MODEL, "--cases", self.cases_file("rate-limit"))
         self.assertEqual(code, 1)
         row = self.record()["runs"][0]
         self.assertIsNone(row["error"])
@@ -1943,7 +1944,7 @@ class SmallThingsTest(Harness):
         with mock.patch.object(simulated_api, "agent_response",
                                lambda *args: {**original(*args), "model": "other/model"}):
             code, output, _ = self.main("--models", "openai/gpt-5.6-sol",
-                                        *cases_flag(self, CASE["rate-limit"]))
+                                        "--cases", self.cases_file("rate-limit"))
         self.assertEqual(code, 1)
         self.assertIn("rate-limit FAIL answered_by_other_model (answered by other/model)", output)
         row = self.record()["runs"][0]
@@ -2069,7 +2070,7 @@ class ReceiptTest(Harness):
 
     def test_foreground_sends_plainly_and_a_resume_keeps_it(self):
         self.state["faults"] = [simulated_api.error(401, "bad key")]
-        self.main("--foreground", *ONE_MODEL, *cases_flag(self, regression.CASES[0]))
+        self.main("--foreground", *ONE_MODEL, "--cases", self.cases_file("rate-limit"))
         self.main("--resume", self.out, out=False)  # sends that row again
         self.assertFalse(any("background" in body for body in self.state["requests"]))
         self.assertTrue(self.record()["execution"]["foreground"])
@@ -2082,7 +2083,7 @@ class ReceiptTest(Harness):
 
         with mock.patch.object(simulated_api, "agent_response", slashed):
             code, _, _ = self.main("--foreground", *ONE_MODEL,
-                                   *cases_flag(self, regression.CASES[0]))
+                                   "--cases", self.cases_file("rate-limit"))
         self.assertEqual(code, 2)
         row = self.record()["runs"][0]
         self.assertEqual((row["error"], row["reasons"]), ("BadResponseId", ["execution_error"]))
@@ -2565,7 +2566,7 @@ class ProofOutputTest(Harness):
                       "allows.\n", output)
 
     def test_the_summary_is_printed_as_one_json_line(self):
-        code, output, _ = self.main("--models", "a/b", *cases_flag(self, regression.CASES[0]))
+        code, output, _ = self.main("--models", "a/b", "--cases", self.cases_file("rate-limit"))
         self.assertEqual(code, 0)
         lines = [line for line in output.splitlines() if line.startswith("{")]
         self.assertEqual([json.loads(line) for line in lines], [self.record()["summary"]])
@@ -2588,7 +2589,7 @@ class ResumedSettingsTest(Harness):
 
 class RegradeHeadTest(Harness):
     def regrade(self):
-        code, _, _ = self.main("--models", "a/b", *cases_flag(self, regression.CASES[0]))
+        code, _, _ = self.main("--models", "a/b", "--cases", self.cases_file("rate-limit"))
         self.assertEqual(code, 0)
         new = self.path("regraded.json")
         with mock.patch.object(record, "checker_sha256", lambda: "0" * 64), \

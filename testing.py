@@ -438,6 +438,12 @@ class Harness(unittest.TestCase):
     def write(self, name, text):
         return write_text(self.path(name), text)
 
+    def cases_file(self, *ids):
+        """A cases file of the built-in cases named, in the test's folder: for a
+        run whose other cases play no part (each is a request, or a row to judge)."""
+        cases = {case["id"]: case for case in self.regression.CASES}
+        return self.write("built-in-cases.json", json.dumps([cases[i] for i in ids]))
+
     def fake_perplexity(self, **kwargs):
         import simulated_api
 
